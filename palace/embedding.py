@@ -1,0 +1,79 @@
+"""The palace's view of the embedder: long texts as chunk vectors, backend errors as palace errors."""
+
+from __future__ import annotations
+
+import threading
+from typing import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from embeddings.base import Embedder, EmbeddingError
+from palace.errors import EmbedderUnavailable
+
+# Windows of text well inside the model's 512-token limit, overlapping so that a sentence
+# cut by one window boundary is whole in the next.
+CHUNK_CHARS = 1400
+CHUNK_OVERLAP = 250
+
+
+def chunk_text(text: str) -> list[str]:
+    """Split a long text into overlapping windows cut at whitespace; short texts stay whole."""
+    if len(text) <= CHUNK_CHARS:
+        return [text]
+    chunks: list[str] = []
+    start = 0
+    while start < len(text):
+        end = min(start + CHUNK_CHARS, len(text))
+        if end < len(text):
+            cut = text.rfind(" ", start + CHUNK_CHARS // 2, end)
+            end = cut if cut > start else end
+        chunks.append(text[start:end])
+        if end >= len(text):
+            break
+        next_start = max(end - CHUNK_OVERLAP, start + 1)
+        space = text.find(" ", next_start, end)
+        start = space + 1 if space != -1 else next_start
+    return chunks
+
+
+class PalaceEmbedder:
+    """Embeds memories as one vector per chunk and queries as one vector."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.backend = embedder
+        # onnxruntime sessions run one inference at a time better than several contending for 2 cores.
+        self._lock = threading.Lock()
+
+    @property
+    def model_name(self) -> str:
+        """The backend's model name."""
+        return self.backend.model_name
+
+    @property
+    def dimension(self) -> int:
+        """Vector size."""
+        return self.backend.dimension
+
+    def documents(self, texts: Sequence[str]) -> list[npt.NDArray[np.float32]]:
+        """One (chunks x dim) matrix per text, embedded in one pass."""
+        pieces: list[str] = []
+        spans: list[tuple[int, int]] = []
+        for text in texts:
+            chunks = chunk_text(text)
+            spans.append((len(pieces), len(pieces) + len(chunks)))
+            pieces.extend(chunks)
+        try:
+            with self._lock:
+                vectors = self.backend.embed_documents(pieces)
+        except EmbeddingError as exc:
+            raise EmbedderUnavailable(str(exc)) from exc
+        return [vectors[start:end] for start, end in spans]
+
+    def query(self, text: str) -> npt.NDArray[np.float32]:
+        """The query vector for a search."""
+        try:
+            with self._lock:
+                return self.backend.embed_queries([text])[0]
+        except EmbeddingError as exc:
+            raise EmbedderUnavailable(str(exc)) from exc

@@ -1,0 +1,325 @@
+"""Django forms that validate every palace input; errors name the field and the rule."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Any
+
+from django import forms
+from django.conf import settings
+from django.core.exceptions import ValidationError
+
+from palace.errors import InvalidInput
+from palace.timefmt import EXAMPLE, parse_rfc3339
+
+MAX_TEXT_BYTES = 32 * 1024
+MAX_BATCH_ITEMS = 256
+MAX_RECALL_IDS = 100
+MAX_SUPERSEDE_IDS = 50
+MAX_DELETE_IDS = 100
+MAX_FIND_LIMIT = 20
+MAX_TAG_CHARS = 64
+MAX_FILTER_DELETE = 1000
+FIRST_MEMORY_ID = 1_000_000_000
+MAX_MEMORY_ID = 2**63 - 1
+
+
+class StrictCharField(forms.CharField):
+    """A string field that refuses numbers, lists and other JSON values instead of str()-ing them."""
+
+    default_error_messages = {
+        "required": "is required",
+        "max_length": "must be at most %(limit_value)d characters (it has %(show_value)d)",
+        "min_length": "must be at least %(limit_value)d characters (it has %(show_value)d)",
+    }
+
+    def to_python(self, value: Any) -> Any:
+        if value is not None and not isinstance(value, str):
+            raise ValidationError("must be a string", code="type")
+        if isinstance(value, str) and "\x00" in value:
+            raise ValidationError("must not contain NUL characters", code="nul")
+        return super().to_python(value)
+
+
+class TextField(StrictCharField):
+    """Verbatim memory text: 1 byte to 32 KB of UTF-8, never trimmed."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(strip=False, **kwargs)
+
+    def validate(self, value: Any) -> None:
+        super().validate(value)
+        if value is None or value == "":
+            return
+        if not value.strip():
+            raise ValidationError("must contain non-whitespace characters", code="blank")
+        size = len(value.encode("utf-8", errors="surrogatepass"))
+        if size > MAX_TEXT_BYTES:
+            raise ValidationError(f"is {size} bytes; the maximum is {MAX_TEXT_BYTES} bytes (32 KB)", code="size")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValidationError("must be valid UTF-8 (it contains a lone surrogate)", code="utf8") from None
+
+
+class TagField(StrictCharField):
+    """A free-text tag such as room or session: trimmed, 1-64 characters."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(strip=True, max_length=MAX_TAG_CHARS, **kwargs)
+
+
+class VocabularyField(forms.ChoiceField):
+    """One of the deployment's allowed values; the error lists them."""
+
+    def __init__(self, setting: str, **kwargs: Any) -> None:
+        self.setting = setting
+        super().__init__(choices=(), **kwargs)
+
+    def allowed(self) -> tuple[str, ...]:
+        """The values allowed by settings right now."""
+        return tuple(getattr(settings.PALAZZO, self.setting))
+
+    def to_python(self, value: Any) -> Any:
+        if value is not None and not isinstance(value, str):
+            raise ValidationError("must be a string", code="type")
+        return value.strip() if isinstance(value, str) else value
+
+    def valid_value(self, value: Any) -> bool:
+        return value in self.allowed()
+
+    def validate(self, value: Any) -> None:
+        if value in self.empty_values:
+            if self.required:
+                raise ValidationError(f"is required; allowed values: {', '.join(self.allowed())}", code="required")
+            return
+        if not self.valid_value(value):
+            raise ValidationError(
+                f"{value!r} is not allowed; allowed values: {', '.join(self.allowed())}", code="invalid_choice"
+            )
+
+
+class TimestampField(forms.Field):
+    """An RFC3339 timestamp with zone, normalised to UTC."""
+
+    default_error_messages = {"required": "is required"}
+
+    def to_python(self, value: Any) -> datetime | None:
+        if value in (None, ""):
+            return None
+        if not isinstance(value, str):
+            raise ValidationError(f"must be an RFC3339 string, e.g. {EXAMPLE}", code="type")
+        try:
+            return parse_rfc3339(value)
+        except ValueError as exc:
+            raise ValidationError(f"{value[:40]!r} {exc}", code="rfc3339") from None
+
+
+class StrictBooleanField(forms.Field):
+    """A JSON boolean; strings and numbers are refused."""
+
+    def __init__(self, *, default: bool = False, **kwargs: Any) -> None:
+        self.default = default
+        kwargs.setdefault("required", False)
+        super().__init__(**kwargs)
+
+    def to_python(self, value: Any) -> bool:
+        if value is None:
+            return self.default
+        if not isinstance(value, bool):
+            raise ValidationError("must be true or false", code="type")
+        return value
+
+
+class StrictIntegerField(forms.Field):
+    """A JSON integer within bounds."""
+
+    def __init__(self, *, minimum: int, maximum: int, default: int | None = None, **kwargs: Any) -> None:
+        self.minimum, self.maximum, self.default = minimum, maximum, default
+        kwargs.setdefault("required", default is None)
+        super().__init__(**kwargs)
+
+    def to_python(self, value: Any) -> int | None:
+        if value is None:
+            return self.default
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValidationError("must be a whole number", code="type")
+        if not self.minimum <= value <= self.maximum:
+            raise ValidationError(f"must be between {self.minimum} and {self.maximum}, got {value}", code="range")
+        return value
+
+
+class HalfLifeField(forms.Field):
+    """Recency half-life in days: a finite number >= 0 (0 = off)."""
+
+    def to_python(self, value: Any) -> float:
+        if value is None:
+            return 0.0
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValidationError("must be a number of days", code="type")
+        if not math.isfinite(value) or value < 0:
+            raise ValidationError(f"must be a finite number of days >= 0 (0 turns recency off), got {value}", code="range")
+        return float(value)
+
+
+class IdListField(forms.Field):
+    """A list of memory ids (integers >= 1_000_000_000), without repeats."""
+
+    default_error_messages = {"required": "is required"}
+
+    def __init__(self, *, maximum: int, **kwargs: Any) -> None:
+        self.maximum = maximum
+        super().__init__(**kwargs)
+
+    def to_python(self, value: Any) -> list[int]:
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise ValidationError("must be a list of memory ids", code="type")
+        if len(value) > self.maximum:
+            raise ValidationError(f"has {len(value)} ids; the maximum is {self.maximum}", code="too_many")
+        ids: list[int] = []
+        for position, item in enumerate(value):
+            if isinstance(item, str) and item.strip().isdigit():
+                item = int(item.strip())
+            if isinstance(item, bool) or not isinstance(item, int):
+                raise ValidationError(f"item {position} must be an integer id", code="type")
+            if not FIRST_MEMORY_ID <= item <= MAX_MEMORY_ID:
+                raise ValidationError(f"item {position} ({item}) is not a memory id (ids are >= {FIRST_MEMORY_ID})", code="range")
+            if item not in ids:
+                ids.append(item)
+        return ids
+
+    def validate(self, value: Any) -> None:
+        if self.required and not value:
+            raise ValidationError("must list at least one id", code="required")
+
+
+class PalaceForm(forms.Form):
+    """A form fed with a JSON object; unknown keys are refused."""
+
+    def __init__(self, data: Any) -> None:
+        if not isinstance(data, dict):
+            raise InvalidInput.single("input", "must be a JSON object")
+        unknown = sorted(set(data) - set(self.base_fields))
+        if unknown:
+            raise InvalidInput({key: ["is not a known field"] for key in unknown[:10]})
+        super().__init__(data={key: value for key, value in data.items()})
+
+    def value_from_datadict_passthrough(self) -> None:
+        """Forms read raw JSON values; see _clean_fields."""
+
+    def _clean_fields(self) -> None:
+        # Widgets would coerce JSON values to strings; read them raw instead.
+        for name, field in self.fields.items():
+            value = self.data.get(name)
+            try:
+                cleaned = field.clean(value)
+                self.cleaned_data[name] = cleaned
+                method = getattr(self, f"clean_{name}", None)
+                if method is not None:
+                    self.cleaned_data[name] = method()
+            except ValidationError as exc:
+                self.add_error(name, exc)
+
+    def parsed(self) -> dict[str, Any]:
+        """The cleaned data, or InvalidInput naming each bad field and its rule."""
+        if not self.is_valid():
+            raise InvalidInput({field: [str(message) for message in messages] for field, messages in self.errors.items()})
+        return dict(self.cleaned_data)
+
+
+def _schema_fields() -> dict[str, forms.Field]:
+    return {
+        "text": TextField(),
+        "category": VocabularyField("categories"),
+        "wing": VocabularyField("wings"),
+        "room": TagField(),
+        "hall": VocabularyField("halls"),
+        "session": TagField(required=False),
+        "source_file": StrictCharField(required=False, max_length=1024, strip=True),
+    }
+
+
+class MemoryForm(PalaceForm):
+    """One memory to store."""
+
+    locals().update(_schema_fields())
+    timestamp = TimestampField(required=False)
+
+
+class FilterFields(PalaceForm):
+    """Filters shared by find and delete_by_filter."""
+
+    wing = VocabularyField("wings", required=False)
+    category = VocabularyField("categories", required=False)
+    room = TagField(required=False)
+    hall = VocabularyField("halls", required=False)
+    since = TimestampField(required=False)
+    until = TimestampField(required=False)
+    include_superseded = StrictBooleanField()
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        since, until = data.get("since"), data.get("until")
+        if since and until and since > until:
+            self.add_error("since", "must not be after until")
+        return data
+
+
+class FindForm(FilterFields):
+    """A search."""
+
+    query = TextField()
+    limit = StrictIntegerField(minimum=1, maximum=MAX_FIND_LIMIT, default=5)
+    recency_half_life_days = HalfLifeField(required=False)
+
+
+class CheckDuplicateForm(PalaceForm):
+    """A duplicate check."""
+
+    text = TextField()
+
+
+class RecallForm(PalaceForm):
+    """Ids to fetch."""
+
+    ids = IdListField(maximum=MAX_RECALL_IDS)
+
+
+class SupersedeForm(PalaceForm):
+    """A correction of one or more memories."""
+
+    locals().update(_schema_fields())
+    supersedes = IdListField(maximum=MAX_SUPERSEDE_IDS)
+    reason = StrictCharField(max_length=1000, strip=True)
+
+
+class DeleteForm(PalaceForm):
+    """A hard delete by id."""
+
+    ids = IdListField(maximum=MAX_DELETE_IDS)
+    reason = StrictCharField(max_length=1000, strip=True)
+    confirm = StrictBooleanField()
+
+
+class DeleteByFilterForm(FilterFields):
+    """A hard delete of everything a filter matches."""
+
+    reason = StrictCharField(max_length=1000, strip=True)
+    confirm = StrictBooleanField()
+    dry_run = StrictBooleanField()
+    expected_count = StrictIntegerField(minimum=0, maximum=MAX_FILTER_DELETE, required=False, default=None)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if not any(data.get(key) for key in ("wing", "category", "room", "hall", "since", "until")):
+            self.add_error(None, "the filter is empty: set at least one of wing, category, room, hall, since, until")
+        return data
+
+
+class GainForm(PalaceForm):
+    """A gain summary request."""
+
+    since = TimestampField(required=False)

@@ -1,0 +1,133 @@
+"""The write-ahead journal: a database row and a JSONL line before the store is touched."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from palace.errors import ReadOnlyPalace
+from palace.ids import allocate_ids
+from palace.models import JournalEntry
+from palace.timefmt import format_rfc3339, utc_now
+
+logger = logging.getLogger(__name__)
+PREVIEW_CHARS = 120
+_file_lock = threading.Lock()
+
+
+def preview(text: str) -> str:
+    """The first 120 characters, with an ellipsis when cut."""
+    return text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS] + "…"
+
+
+def _file_params(payload: dict[str, Any]) -> dict[str, Any]:
+    if settings.PALAZZO.wal_verbatim:
+        return payload
+
+    def shorten(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {
+                ("text_preview" if key == "text" else key): (preview(item) if key == "text" else shorten(item))
+                for key, item in value.items()
+            }
+        if isinstance(value, list):
+            return [shorten(item) for item in value]
+        return value
+
+    result = shorten(payload)
+    assert isinstance(result, dict)
+    return result
+
+
+def _append_line(entry: JournalEntry) -> None:
+    line = json.dumps(
+        {
+            "timestamp": format_rfc3339(utc_now()),
+            "journal_id": entry.pk,
+            "operation": entry.operation,
+            "memory_ids": entry.memory_ids,
+            "added_by": entry.added_by,
+            "reason": entry.reason,
+            "params": _file_params(entry.payload),
+        },
+        ensure_ascii=False,
+    )
+    path = settings.PALAZZO.wal_path
+    try:
+        with _file_lock:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("a", encoding="utf-8") as handle:
+                handle.write(line + "\n")
+                # The database row is the durable record; this mirror only needs to survive a process crash.
+                handle.flush()
+    except OSError as exc:
+        raise ReadOnlyPalace(f"cannot append to the journal file {path}: {exc.strerror or exc}") from exc
+
+
+def record(
+    *,
+    operation: str,
+    payload: dict[str, Any],
+    memory_ids: list[int],
+    added_by: str = "",
+    reason: str = "",
+    wing: str = "",
+) -> JournalEntry:
+    """Write a pending journal entry (row and JSONL line) before touching the store."""
+    try:
+        entry = JournalEntry.objects.create(
+            operation=operation,
+            payload=payload,
+            memory_ids=memory_ids,
+            added_by=added_by[:200],
+            reason=reason,
+            wing=wing[:64],
+        )
+    except Exception as exc:
+        if "readonly" in str(exc).lower() or "disk" in str(exc).lower():
+            raise ReadOnlyPalace(f"cannot write the journal: {exc}") from exc
+        raise
+    try:
+        _append_line(entry)
+    except ReadOnlyPalace:
+        entry.delete()
+        raise
+    return entry
+
+
+def record_with_new_ids(
+    *, operation: str, count: int, build_payload: Any, added_by: str = "", reason: str = "", wing: str = ""
+) -> tuple[JournalEntry, list[int]]:
+    """Allocate ids and journal the mutation that uses them, in one transaction."""
+    with transaction.atomic():
+        ids = allocate_ids(count)
+        payload = build_payload(ids)
+        entry = record(
+            operation=operation, payload=payload, memory_ids=ids, added_by=added_by, reason=reason, wing=wing
+        )
+    return entry, ids
+
+
+def mark_applied(entry: JournalEntry) -> None:
+    """The store confirmed the mutation."""
+    entry.status = JournalEntry.Status.APPLIED
+    entry.applied_at = timezone.now()
+    entry.save(update_fields=["status", "applied_at"])
+
+
+def mark_failed(entry: JournalEntry, error: str) -> None:
+    """The store refused the mutation; the caller was told, so it is not re-applied."""
+    entry.status = JournalEntry.Status.FAILED
+    entry.error = error[:2000]
+    entry.save(update_fields=["status", "error"])
+
+
+def pending() -> list[JournalEntry]:
+    """Entries written but not confirmed by the store, oldest first."""
+    return list(JournalEntry.objects.filter(status=JournalEntry.Status.PENDING).order_by("id"))

@@ -1,0 +1,75 @@
+"""Database models: the write-ahead journal, usage (gain) events and the id allocator."""
+
+from __future__ import annotations
+
+from django.db import models
+
+FIRST_MEMORY_ID = 1_000_000_000
+
+
+class JournalEntry(models.Model):
+    """One mutation, recorded before the store is touched, holding what is needed to redo it."""
+
+    class Operation(models.TextChoices):
+        STORE = "store"
+        SUPERSEDE = "supersede"
+        DELETE = "delete"
+        DELETE_BY_FILTER = "delete_by_filter"
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        APPLIED = "applied"
+        FAILED = "failed"
+
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    applied_at = models.DateTimeField(null=True, blank=True)
+    operation = models.CharField(max_length=32, choices=Operation.choices, db_index=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True)
+    memory_ids = models.JSONField(default=list, help_text="Ids of the memories this entry wrote or removed.")
+    wing = models.CharField(max_length=64, blank=True, db_index=True)
+    added_by = models.CharField(max_length=200, blank=True)
+    reason = models.TextField(blank=True)
+    payload = models.JSONField(help_text="Everything needed to redo the mutation.")
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        verbose_name_plural = "journal entries"
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.operation} {self.status} {self.memory_ids[:3]}"
+
+
+class UsageEvent(models.Model):
+    """One palace operation as seen by a caller, with its token-gain estimate."""
+
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    operation = models.CharField(max_length=32, db_index=True)
+    tool = models.CharField(max_length=64, blank=True, db_index=True)
+    ok = models.BooleanField(default=True)
+    exec_ms = models.FloatField()
+    bytes_out = models.PositiveIntegerField(default=0)
+    estimated_tokens = models.PositiveIntegerField(default=0)
+    baseline_tokens = models.PositiveIntegerField(default=0)
+    wing = models.CharField(max_length=64, blank=True, db_index=True)
+    added_by = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self) -> str:
+        return f"{self.operation} {'ok' if self.ok else 'failed'} {self.exec_ms:.1f} ms"
+
+    @property
+    def tokens_saved(self) -> int:
+        """Baseline minus what palazzo spent, never negative."""
+        return max(self.baseline_tokens - self.estimated_tokens, 0)
+
+
+class IdAllocator(models.Model):
+    """The next free memory id; only ever grows, so ids are never reused."""
+
+    next_id = models.BigIntegerField(default=FIRST_MEMORY_ID)
+
+    def __str__(self) -> str:
+        return f"next id {self.next_id}"

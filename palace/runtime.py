@@ -1,0 +1,114 @@
+"""The process-wide palace: one embedder and one store, opened once, with the journal replayed."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+
+from embeddings.base import Embedder, EmbeddingError
+from palace.embedding import PalaceEmbedder
+from palace.errors import EmbedderUnavailable
+from palace.store.base import CollectionIdentity, VectorStore
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Palace:
+    """The open palace of this process."""
+
+    store: VectorStore
+    embedder: PalaceEmbedder
+    collection: str
+
+    def close(self) -> None:
+        """Release the store (and the embedded shard's lock)."""
+        self.store.close()
+
+
+_lock = threading.Lock()
+_palace: Palace | None = None
+_embedder: PalaceEmbedder | None = None
+
+
+def build_embedder() -> Embedder:
+    """The configured embedding backend (loads the model)."""
+    env = settings.PALAZZO
+    try:
+        if env.embed_backend == "ollama":
+            from embeddings.ollama_backend import OllamaEmbedder
+
+            return OllamaEmbedder(
+                url=env.ollama_url, model=env.ollama_model, timeout_seconds=env.ollama_timeout_seconds
+            )
+        from embeddings.fastembed_backend import FastEmbedEmbedder
+
+        model = env.embed_model
+        local_dir = Path(model).expanduser() if ("/" in model and Path(model).expanduser().is_dir()) else None
+        return FastEmbedEmbedder(
+            model_name=local_dir.name if local_dir else model,
+            models_dir=env.data_dir / "models",
+            cache_dir=env.fastembed_cache_dir,
+            threads=env.embed_threads,
+            local_model_dir=local_dir,
+        )
+    except EmbeddingError as exc:
+        raise EmbedderUnavailable(str(exc)) from exc
+
+
+def build_store() -> VectorStore:
+    """The configured store: a Qdrant server when QDRANT_URL is set, else the embedded shard."""
+    env = settings.PALAZZO
+    if env.qdrant_url:
+        from palace.store.server import ServerStore
+
+        return ServerStore(
+            url=env.qdrant_url,
+            api_key=env.qdrant_api_key,
+            collection=env.collection,
+            timeout_seconds=env.qdrant_timeout_seconds,
+        )
+    from palace.store.edge import EdgeStore
+
+    return EdgeStore(path=env.data_dir / "shards" / env.collection)
+
+
+def get_embedder() -> PalaceEmbedder:
+    """The process's embedder, loaded on first use."""
+    global _embedder
+    with _lock:
+        if _embedder is None:
+            _embedder = PalaceEmbedder(build_embedder())
+        return _embedder
+
+
+def get_palace() -> Palace:
+    """The process's palace, opened on first use with pending journal entries re-applied."""
+    global _palace
+    embedder = get_embedder()
+    with _lock:
+        if _palace is not None:
+            return _palace
+        store = build_store()
+        store.ensure_collection(CollectionIdentity(model_name=embedder.model_name, dimension=embedder.dimension))
+        palace = Palace(store=store, embedder=embedder, collection=settings.PALAZZO.collection)
+        from palace.services import replay_pending
+
+        replayed = replay_pending(palace)
+        if replayed:
+            logger.info("re-applied %d pending journal entries", replayed)
+        _palace = palace
+        return palace
+
+
+def close_palace() -> None:
+    """Close the palace of this process (tests, shutdown)."""
+    global _palace
+    with _lock:
+        if _palace is not None:
+            _palace.close()
+            _palace = None

@@ -1,0 +1,155 @@
+"""Read operations of the palace."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Any
+
+from palace.forms import CheckDuplicateForm, FindForm, GainForm, RecallForm
+from palace.gain import gain_summary
+from palace.memories import public_memory
+from palace.runtime import get_palace
+from palace.store.base import MemoryFilter
+from palace.timefmt import parse_rfc3339, utc_now
+
+DUPLICATE_THRESHOLD = 0.95
+RECENCY_FETCH_FACTOR = 4
+RECENCY_FETCH_CAP = 80
+
+
+def _age_days(timestamp: Any, now: datetime) -> float:
+    try:
+        return max((now - parse_rfc3339(timestamp)).total_seconds() / 86400.0, 0.0)
+    except (ValueError, TypeError):
+        return 0.0
+
+
+def find(
+    *,
+    query: Any,
+    limit: Any = None,
+    wing: Any = None,
+    category: Any = None,
+    room: Any = None,
+    hall: Any = None,
+    since: Any = None,
+    until: Any = None,
+    recency_half_life_days: Any = None,
+    include_superseded: Any = None,
+) -> dict[str, Any]:
+    """Semantic search with filters, optional true half-life recency and superseded hiding."""
+    raw = {
+        "query": query,
+        "limit": limit,
+        "wing": wing,
+        "category": category,
+        "room": room,
+        "hall": hall,
+        "since": since,
+        "until": until,
+        "recency_half_life_days": recency_half_life_days,
+        "include_superseded": include_superseded,
+    }
+    fields = FindForm({key: value for key, value in raw.items() if value is not None}).parsed()
+    palace = get_palace()
+    now = utc_now()
+    memory_filter = MemoryFilter(
+        wing=fields["wing"] or None,
+        category=fields["category"] or None,
+        room=fields["room"] or None,
+        hall=fields["hall"] or None,
+        since=fields["since"],
+        until=fields["until"],
+        include_superseded=fields["include_superseded"],
+        current_at=now,
+    )
+    limit_value: int = fields["limit"]
+    half_life: float = fields["recency_half_life_days"] or 0.0
+    fetch = min(limit_value * RECENCY_FETCH_FACTOR, RECENCY_FETCH_CAP) if half_life > 0 else limit_value
+    fetch = max(fetch, limit_value)
+    vector = palace.embedder.query(fields["query"])
+    hits = palace.store.search(dense_query=vector, keyword_query=None, memory_filter=memory_filter, limit=fetch)
+    results = []
+    for hit in hits:
+        score = hit.score or 0.0
+        if half_life > 0:
+            score *= math.pow(0.5, _age_days(hit.payload.get("timestamp"), now) / half_life)
+        results.append(public_memory(hit.id, hit.payload, score=score))
+    if half_life > 0:
+        results.sort(key=lambda memory: memory["score"], reverse=True)
+    return {"results": results[:limit_value], "count": min(len(results), limit_value)}
+
+
+def recall(*, ids: Any) -> dict[str, Any]:
+    """Memories by id (superseded ones included, with their temporal fields); unknown ids listed as missing."""
+    fields = RecallForm({"ids": ids}).parsed()
+    palace = get_palace()
+    points = palace.store.retrieve(fields["ids"])
+    found = {point.id for point in points}
+    return {
+        "memories": [public_memory(point.id, point.payload) for point in points],
+        "missing": [memory_id for memory_id in fields["ids"] if memory_id not in found],
+    }
+
+
+def check_duplicate(*, text: Any) -> dict[str, Any]:
+    """The closest current memory and whether its cosine similarity is at or above 0.95."""
+    fields = CheckDuplicateForm({"text": text}).parsed()
+    palace = get_palace()
+    vector = palace.embedder.documents([fields["text"]])[0][0]
+    hits = palace.store.search(
+        dense_query=vector,
+        keyword_query=None,
+        memory_filter=MemoryFilter(include_superseded=False, current_at=utc_now()),
+        limit=1,
+    )
+    closest = public_memory(hits[0].id, hits[0].payload, score=hits[0].score) if hits else None
+    score = hits[0].score if hits else None
+    return {
+        "is_duplicate": bool(score is not None and score >= DUPLICATE_THRESHOLD),
+        "same_text": bool(closest and closest["text"] == fields["text"]),
+        "threshold": DUPLICATE_THRESHOLD,
+        "closest": closest,
+    }
+
+
+def status() -> dict[str, Any]:
+    """Totals and counts by wing, hall and category."""
+    palace = get_palace()
+    everything = MemoryFilter()
+    current = MemoryFilter(include_superseded=False, current_at=utc_now())
+    return {
+        "collection": palace.collection,
+        "embedding_model": palace.embedder.model_name,
+        "total": palace.store.count(memory_filter=everything),
+        "current": palace.store.count(memory_filter=current),
+        "wings": palace.store.facet(key="wing", memory_filter=everything),
+        "halls": palace.store.facet(key="hall", memory_filter=everything),
+        "categories": palace.store.facet(key="category", memory_filter=everything),
+    }
+
+
+def taxonomy() -> dict[str, Any]:
+    """Counts by wing, room, hall and category."""
+    palace = get_palace()
+    everything = MemoryFilter()
+    return {
+        plural: palace.store.facet(key=key, memory_filter=everything)
+        for key, plural in (("wing", "wings"), ("room", "rooms"), ("hall", "halls"), ("category", "categories"))
+    }
+
+
+def recent(*, count: int) -> list[dict[str, Any]]:
+    """The newest current memories, newest first."""
+    palace = get_palace()
+    points = palace.store.recent(
+        memory_filter=MemoryFilter(include_superseded=False, current_at=utc_now()), limit=count
+    )
+    return [public_memory(point.id, point.payload) for point in points]
+
+
+def gain(*, since: Any = None) -> dict[str, Any]:
+    """Token savings, optionally since a moment."""
+    fields = GainForm({"since": since} if since is not None else {}).parsed()
+    return gain_summary(since=fields["since"])

@@ -1,0 +1,407 @@
+"""Write operations of the palace; each one is journaled before the store is touched."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from typing import Any, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from palace import journal
+from palace.errors import ConfirmationRequired, ExpectedCountMismatch, InvalidInput, PalaceError
+from palace.forms import (
+    MAX_BATCH_ITEMS,
+    MAX_FILTER_DELETE,
+    DeleteByFilterForm,
+    DeleteForm,
+    MemoryForm,
+    SupersedeForm,
+)
+from palace.journal import preview
+from palace.memories import public_memory, stored_payload, text_hash
+from palace.models import JournalEntry
+from palace.runtime import Palace, get_palace
+from palace.store.base import MemoryFilter, PointWrite
+from palace.timefmt import format_rfc3339, utc_now
+
+logger = logging.getLogger(__name__)
+
+SCHEMA_KEYS = ("text", "category", "wing", "room", "hall", "session", "source_file")
+
+
+def _memory_record(fields: dict[str, Any], *, memory_id: int, timestamp: str, added_by: str) -> dict[str, Any]:
+    record = {key: fields.get(key) or None for key in SCHEMA_KEYS}
+    record["text"] = fields["text"]
+    record.update(id=memory_id, timestamp=timestamp, added_by=added_by or None)
+    return record
+
+
+def _points(records: Sequence[dict[str, Any]], vectors: Sequence[npt.NDArray[np.float32]]) -> list[PointWrite]:
+    return [
+        PointWrite(id=record["id"], chunk_vectors=vector, payload=stored_payload(record), keyword_text=record["text"])
+        for record, vector in zip(records, vectors)
+    ]
+
+
+def _existing_duplicates(palace: Palace, texts: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Current memories whose text equals one of texts, by hash.
+
+    The rule is cosine >= 0.95 AND the same text; equal texts embed to equal vectors under
+    one model (the collection refuses any other), so an exact-text match is the whole test.
+    """
+    hashes = tuple(sorted({text_hash(text) for text in texts}))
+    if not hashes:
+        return {}
+    found: dict[str, dict[str, Any]] = {}
+    for point in palace.store.scroll(
+        memory_filter=MemoryFilter(text_hashes=hashes, include_superseded=False, current_at=utc_now())
+    ):
+        text = point.payload.get("text", "")
+        if text not in found:
+            found[text] = public_memory(point.id, point.payload, score=1.0)
+    return found
+
+
+def _apply(palace: Palace, entry: JournalEntry, vectors: Sequence[npt.NDArray[np.float32]] | None = None) -> None:
+    """Carry out a journaled mutation on the store; safe to repeat."""
+    payload = entry.payload
+    operation = entry.operation
+    if operation in (JournalEntry.Operation.STORE, JournalEntry.Operation.SUPERSEDE):
+        records = payload["memories"]
+        if vectors is None:
+            vectors = palace.embedder.documents([record["text"] for record in records])
+        palace.store.upsert(_points(records, vectors))
+        if operation == JournalEntry.Operation.SUPERSEDE:
+            new_id = records[0]["id"]
+            palace.store.set_payload(
+                payload["supersedes"],
+                {
+                    "valid_until": payload["valid_until"],
+                    "superseded_by": new_id,
+                    "superseded_reason": payload["reason"],
+                },
+            )
+    elif operation in (JournalEntry.Operation.DELETE, JournalEntry.Operation.DELETE_BY_FILTER):
+        palace.store.delete(payload["ids"])
+    else:  # pragma: no cover - the choices above are exhaustive
+        raise PalaceError(f"unknown journal operation {operation}")
+
+
+def _journal_and_apply(
+    palace: Palace, entry: JournalEntry, vectors: Sequence[npt.NDArray[np.float32]] | None = None
+) -> None:
+    try:
+        _apply(palace, entry, vectors)
+    except Exception as exc:
+        journal.mark_failed(entry, str(exc))
+        raise
+    journal.mark_applied(entry)
+
+
+def replay_pending(palace: Palace) -> int:
+    """Re-apply journal entries the store never confirmed (after a crash); returns how many."""
+    entries = journal.pending()
+    for entry in entries:
+        logger.info("re-applying journal entry %s (%s)", entry.pk, entry.operation)
+        _journal_and_apply(palace, entry)
+    return len(entries)
+
+
+def store(
+    *,
+    text: Any,
+    category: Any,
+    wing: Any,
+    room: Any,
+    hall: Any,
+    session: Any = None,
+    source_file: Any = None,
+    timestamp: Any = None,
+    added_by: str = "",
+) -> dict[str, Any]:
+    """Store one memory, or return the existing current memory with the same text."""
+    result = store_batch(
+        items=[
+            {
+                "text": text,
+                "category": category,
+                "wing": wing,
+                "room": room,
+                "hall": hall,
+                "session": session,
+                "source_file": source_file,
+                "timestamp": timestamp,
+            }
+        ],
+        added_by=added_by,
+        _single=True,
+    )
+    return result["items"][0]["memory"] | {"duplicate": result["items"][0]["status"] != "stored"}
+
+
+def store_batch(
+    *, items: Any, skip_duplicates: bool = False, added_by: str = "", _single: bool = False
+) -> dict[str, Any]:
+    """Store 1-256 memories with one embedding pass and one upsert; per-item outcomes and counts."""
+    if not isinstance(items, list):
+        raise InvalidInput.single("items", "must be a list of memory objects")
+    if not items:
+        raise InvalidInput.single("items", "is empty: send 1 to 256 memories")
+    if len(items) > MAX_BATCH_ITEMS:
+        raise InvalidInput.single("items", f"has {len(items)} memories; the maximum is {MAX_BATCH_ITEMS} per call")
+    cleaned: list[dict[str, Any] | None] = []
+    outcomes: list[dict[str, Any]] = []
+    for index, item in enumerate(items):
+        try:
+            fields = MemoryForm({k: v for k, v in item.items() if v is not None} if isinstance(item, dict) else item).parsed()
+        except InvalidInput as exc:
+            if _single:
+                raise
+            cleaned.append(None)
+            outcomes.append({"index": index, "status": "failed", "error": str(exc)})
+            continue
+        cleaned.append(fields)
+        outcomes.append({"index": index})
+    palace = get_palace()
+    valid_texts = [fields["text"] for fields in cleaned if fields is not None]
+    existing = _existing_duplicates(palace, valid_texts)
+    now = format_rfc3339(utc_now())
+    fresh: list[int] = []
+    first_in_batch: dict[str, int] = {}
+    for index, fields in enumerate(cleaned):
+        if fields is None:
+            continue
+        text = fields["text"]
+        if text in existing:
+            outcomes[index].update(status="duplicate", memory=existing[text], duplicate_of=existing[text]["id"])
+        elif text in first_in_batch:
+            outcomes[index].update(status="duplicate", duplicate_of_index=first_in_batch[text])
+        else:
+            first_in_batch[text] = index
+            fresh.append(index)
+    if fresh:
+        vectors = palace.embedder.documents([cleaned[index]["text"] for index in fresh])  # type: ignore[index]
+
+        def build(ids: list[int]) -> dict[str, Any]:
+            records = []
+            for memory_id, index in zip(ids, fresh):
+                fields = cleaned[index]
+                assert fields is not None
+                stamp = format_rfc3339(fields["timestamp"]) if fields.get("timestamp") else now
+                records.append(_memory_record(fields, memory_id=memory_id, timestamp=stamp, added_by=added_by))
+            return {"memories": records}
+
+        wings = Counter(cleaned[index]["wing"] for index in fresh)  # type: ignore[index]
+        entry, ids = journal.record_with_new_ids(
+            operation=JournalEntry.Operation.STORE,
+            count=len(fresh),
+            build_payload=build,
+            added_by=added_by,
+            wing=wings.most_common(1)[0][0],
+        )
+        _journal_and_apply(palace, entry, vectors)
+        for record, index in zip(entry.payload["memories"], fresh):
+            outcomes[index].update(status="stored", memory=public_memory(record["id"], record))
+    for outcome in outcomes:
+        if "duplicate_of_index" in outcome:
+            source = outcomes[outcome.pop("duplicate_of_index")]
+            outcome.update(memory=source["memory"], duplicate_of=source["memory"]["id"])
+        if outcome["status"] == "duplicate" and skip_duplicates:
+            outcome["status"] = "skipped"
+    statuses = Counter(outcome["status"] for outcome in outcomes)
+    counts = {
+        "stored": statuses["stored"],
+        "duplicates_returned": statuses["duplicate"],
+        "skipped_duplicates": statuses["skipped"],
+        "failed": statuses["failed"],
+    }
+    return {"items": outcomes, "counts": counts}
+
+
+def supersede(
+    *,
+    supersedes: Any,
+    text: Any,
+    category: Any,
+    wing: Any,
+    room: Any,
+    hall: Any,
+    reason: Any,
+    session: Any = None,
+    source_file: Any = None,
+    added_by: str = "",
+) -> dict[str, Any]:
+    """Store a corrected memory and mark each old one superseded (valid_until=now), keeping history."""
+    fields = SupersedeForm(
+        {
+            key: value
+            for key, value in {
+                "supersedes": supersedes,
+                "text": text,
+                "category": category,
+                "wing": wing,
+                "room": room,
+                "hall": hall,
+                "reason": reason,
+                "session": session,
+                "source_file": source_file,
+            }.items()
+            if value is not None
+        }
+    ).parsed()
+    palace = get_palace()
+    old_ids: list[int] = fields["supersedes"]
+    found = {point.id: point for point in palace.store.retrieve(old_ids)}
+    if not found:
+        raise InvalidInput.single("supersedes", f"none of the ids exist: {old_ids}")
+    vectors = palace.embedder.documents([fields["text"]])
+    now = format_rfc3339(utc_now())
+    targets = [memory_id for memory_id in old_ids if memory_id in found]
+
+    def build(ids: list[int]) -> dict[str, Any]:
+        record = _memory_record(fields, memory_id=ids[0], timestamp=now, added_by=added_by)
+        record.update(valid_from=now, supersedes=targets)
+        return {"memories": [record], "supersedes": targets, "reason": fields["reason"], "valid_until": now}
+
+    entry, ids = journal.record_with_new_ids(
+        operation=JournalEntry.Operation.SUPERSEDE,
+        count=1,
+        build_payload=build,
+        added_by=added_by,
+        reason=fields["reason"],
+        wing=fields["wing"],
+    )
+    _journal_and_apply(palace, entry, vectors)
+    marked = []
+    for memory_id in old_ids:
+        if memory_id not in found:
+            marked.append({"id": memory_id, "ok": False, "error": "no memory with this id"})
+            continue
+        previous = found[memory_id].payload.get("superseded_by")
+        mark: dict[str, Any] = {"id": memory_id, "ok": True}
+        if previous:
+            mark["previously_superseded_by"] = previous
+        marked.append(mark)
+    record = entry.payload["memories"][0]
+    return {"memory": public_memory(record["id"], record), "reason": fields["reason"], "marked": marked}
+
+
+def delete(*, ids: Any, reason: Any, confirm: Any, added_by: str = "") -> dict[str, Any]:
+    """Hard-delete memories by id after journaling their full records."""
+    fields = DeleteForm({"ids": ids, "reason": reason, "confirm": confirm}).parsed()
+    if not fields["confirm"]:
+        raise ConfirmationRequired.single("confirm", "must be true: deleting is permanent and needs the operator's approval")
+    palace = get_palace()
+    points = palace.store.retrieve(fields["ids"])
+    found = {point.id for point in points}
+    if points:
+        entry = journal.record(
+            operation=JournalEntry.Operation.DELETE,
+            payload={"ids": sorted(found), "memories": [public_memory(p.id, p.payload) for p in points]},
+            memory_ids=sorted(found),
+            added_by=added_by,
+            reason=fields["reason"],
+            wing=points[0].payload.get("wing", ""),
+        )
+        _journal_and_apply(palace, entry)
+    outcomes = [
+        {"id": memory_id, "deleted": memory_id in found, "missing": memory_id not in found} for memory_id in fields["ids"]
+    ]
+    return {
+        "deleted": outcomes,
+        "counts": {"deleted": len(found), "missing": len(fields["ids"]) - len(found)},
+        "reason": fields["reason"],
+    }
+
+
+def delete_by_filter(
+    *,
+    reason: Any,
+    confirm: Any,
+    dry_run: Any = False,
+    expected_count: Any = None,
+    wing: Any = None,
+    category: Any = None,
+    room: Any = None,
+    hall: Any = None,
+    since: Any = None,
+    until: Any = None,
+    include_superseded: Any = False,
+    added_by: str = "",
+) -> dict[str, Any]:
+    """Hard-delete every memory a filter matches (max 1000), guarded by dry_run and expected_count."""
+    raw = {
+        "reason": reason,
+        "confirm": confirm,
+        "dry_run": dry_run,
+        "expected_count": expected_count,
+        "wing": wing,
+        "category": category,
+        "room": room,
+        "hall": hall,
+        "since": since,
+        "until": until,
+        "include_superseded": include_superseded,
+    }
+    fields = DeleteByFilterForm({key: value for key, value in raw.items() if value is not None}).parsed()
+    if not fields["confirm"]:
+        raise ConfirmationRequired.single("confirm", "must be true: deleting is permanent and needs the operator's approval")
+    palace = get_palace()
+    memory_filter = MemoryFilter(
+        wing=fields["wing"] or None,
+        category=fields["category"] or None,
+        room=fields["room"] or None,
+        hall=fields["hall"] or None,
+        since=fields["since"],
+        until=fields["until"],
+        include_superseded=fields["include_superseded"],
+        current_at=utc_now(),
+    )
+    matched = []
+    for point in palace.store.scroll(memory_filter=memory_filter):
+        matched.append(point)
+        if len(matched) > MAX_FILTER_DELETE:
+            raise InvalidInput.single(
+                "filter", f"matches more than {MAX_FILTER_DELETE} memories; narrow it and delete in several calls"
+            )
+    summary: dict[str, Any] = {
+        "dry_run": fields["dry_run"],
+        "matched_count": len(matched),
+        "deleted_count": 0,
+        "breakdown_by_wing": dict(Counter(p.payload.get("wing", "") for p in matched)),
+        "breakdown_by_hall": dict(Counter(p.payload.get("hall", "") for p in matched)),
+        "sample": [
+            {"id": p.id, "wing": p.payload.get("wing"), "room": p.payload.get("room"), "hall": p.payload.get("hall"),
+             "text_preview": preview(p.payload.get("text", ""))}
+            for p in matched[:10]
+        ],
+        "reason": fields["reason"],
+    }
+    if fields["dry_run"]:
+        return summary
+    if fields["expected_count"] is None:
+        raise InvalidInput.single("expected_count", "is required to delete: run with dry_run=true first and pass its matched_count")
+    if fields["expected_count"] != len(matched):
+        raise ExpectedCountMismatch(
+            f"the filter matches {len(matched)} memories but expected_count is {fields['expected_count']}; "
+            "nothing was deleted: re-run with dry_run=true to recount"
+        )
+    if matched:
+        ids = [p.id for p in matched]
+        entry = journal.record(
+            operation=JournalEntry.Operation.DELETE_BY_FILTER,
+            payload={
+                "ids": ids,
+                "memories": [public_memory(p.id, p.payload) for p in matched],
+                "filter": {key: raw[key] for key in ("wing", "category", "room", "hall", "since", "until") if raw[key]},
+            },
+            memory_ids=ids,
+            added_by=added_by,
+            reason=fields["reason"],
+            wing=fields["wing"] or "",
+        )
+        _journal_and_apply(palace, entry)
+    summary["deleted_count"] = len(matched)
+    return summary

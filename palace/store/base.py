@@ -1,0 +1,125 @@
+"""The small port both stores implement; nothing outside palace.store imports a Qdrant library."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Iterator, Protocol, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+DENSE = "dense"
+SPARSE = "bm25"
+KEYWORD_INDEXES = ("wing", "category", "room", "hall", "session", "added_by", "text_hash")
+DATETIME_INDEXES = ("timestamp", "valid_until")
+
+
+@dataclass(frozen=True)
+class CollectionIdentity:
+    """Which embedding model built a collection; vectors of two models never mix."""
+
+    model_name: str
+    dimension: int
+
+    def as_metadata(self) -> dict[str, Any]:
+        """Serialise for collection metadata."""
+        return {"embedding_model": self.model_name, "embedding_dimension": self.dimension, "schema": 1}
+
+
+@dataclass(frozen=True)
+class MemoryFilter:
+    """Payload conditions; every store applies them inside its search, never after."""
+
+    wing: str | None = None
+    category: str | None = None
+    room: str | None = None
+    hall: str | None = None
+    session: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    include_superseded: bool = True
+    current_at: datetime | None = None
+    ids: tuple[int, ...] | None = None
+    text_hashes: tuple[str, ...] | None = None
+
+    def is_empty(self) -> bool:
+        """True when no condition narrows the palace."""
+        return not any(
+            (self.wing, self.category, self.room, self.hall, self.session, self.since, self.until, self.ids, self.text_hashes)
+        ) and self.include_superseded
+
+
+@dataclass
+class PointWrite:
+    """One point to upsert: chunk vectors (multivector), BM25 text and payload."""
+
+    id: int
+    chunk_vectors: npt.NDArray[np.float32]
+    payload: dict[str, Any]
+    keyword_text: str
+
+
+@dataclass
+class StoredPoint:
+    """A point read back from the store."""
+
+    id: int
+    payload: dict[str, Any]
+    score: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class VectorStore(Protocol):
+    """The operations the palace needs from Qdrant, embedded or served."""
+
+    def ensure_collection(self, identity: CollectionIdentity) -> None:
+        """Create the collection and indexes idempotently; refuse another model's collection."""
+        ...
+
+    def upsert(self, points: Sequence[PointWrite]) -> None:
+        """Insert or replace points in one operation."""
+        ...
+
+    def set_payload(self, ids: Sequence[int], payload: dict[str, Any]) -> None:
+        """Merge payload keys into existing points."""
+        ...
+
+    def delete(self, ids: Sequence[int]) -> None:
+        """Remove points by id."""
+        ...
+
+    def retrieve(self, ids: Sequence[int]) -> list[StoredPoint]:
+        """Fetch points by id, payload only."""
+        ...
+
+    def search(
+        self,
+        *,
+        dense_query: npt.NDArray[np.float32] | None,
+        keyword_query: str | None,
+        memory_filter: MemoryFilter,
+        limit: int,
+    ) -> list[StoredPoint]:
+        """Rank by dense, keyword, or both fused inside the store."""
+        ...
+
+    def scroll(self, *, memory_filter: MemoryFilter, batch_size: int = 256) -> Iterator[StoredPoint]:
+        """Iterate over every matching point by ascending id."""
+        ...
+
+    def recent(self, *, memory_filter: MemoryFilter, limit: int) -> list[StoredPoint]:
+        """The newest matching points by timestamp."""
+        ...
+
+    def count(self, *, memory_filter: MemoryFilter) -> int:
+        """Exact number of matching points."""
+        ...
+
+    def facet(self, *, key: str, memory_filter: MemoryFilter) -> dict[str, int]:
+        """Exact counts per value of a keyword field."""
+        ...
+
+    def close(self) -> None:
+        """Release the store."""
+        ...

@@ -1,0 +1,3 @@
+"""palazzo: a Django MCP memory server over Qdrant."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,166 @@
+"""Every environment variable palazzo reads, parsed and checked in this one place."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping, TypeVar
+
+T = TypeVar("T")
+
+DEFAULT_CATEGORIES = ("person", "career", "technical", "infrastructure", "project-memory", "vibe", "project")
+DEFAULT_WINGS = ("projects", "infrastructure", "nexpublica", "personal", "career", "vibe")
+DEFAULT_HALLS = ("facts", "events", "decisions", "discoveries", "preferences")
+
+
+class EnvironmentError_(ValueError):
+    """An environment variable holds a value palazzo cannot use."""
+
+
+@dataclass(frozen=True)
+class PalazzoEnvironment:
+    """The parsed configuration; see the README's configuration table."""
+
+    data_dir: Path
+    qdrant_url: str | None
+    qdrant_api_key: str | None
+    qdrant_timeout_seconds: float
+    collection: str
+    wal_path: Path
+    wal_verbatim: bool
+    bind: str
+    allowed_hosts: tuple[str, ...]
+    embed_backend: str
+    embed_model: str
+    embed_threads: int | None
+    fastembed_cache_dir: Path
+    ollama_url: str
+    ollama_model: str
+    ollama_timeout_seconds: float
+    usage_log: Path | None
+    gain_enabled: bool
+    log_level: str
+    database_url: str | None
+    read_only: bool
+    wake_up_count: int
+    secret_key: str
+    debug: bool
+    categories: tuple[str, ...] = field(default=DEFAULT_CATEGORIES)
+    wings: tuple[str, ...] = field(default=DEFAULT_WINGS)
+    halls: tuple[str, ...] = field(default=DEFAULT_HALLS)
+
+
+def _fail(name: str, value: str, rule: str) -> EnvironmentError_:
+    return EnvironmentError_(f"{name}={value!r} is invalid: {rule}")
+
+
+def _boolean(name: str, raw: str) -> bool:
+    lowered = raw.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off", ""):
+        return False
+    raise _fail(name, raw, "expected 1/0, true/false, yes/no or on/off")
+
+
+def _positive_int(name: str, raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise _fail(name, raw, "expected a whole number") from None
+    if value < 1:
+        raise _fail(name, raw, "expected a number >= 1")
+    return value
+
+
+def _positive_float(name: str, raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise _fail(name, raw, "expected a number of seconds") from None
+    if not value > 0 or value == float("inf"):
+        raise _fail(name, raw, "expected a finite number > 0")
+    return value
+
+
+def _url(name: str, raw: str) -> str:
+    value = raw.strip().rstrip("/")
+    if not value.startswith(("http://", "https://")):
+        raise _fail(name, raw, "expected an http:// or https:// URL")
+    return value
+
+
+def _bind(name: str, raw: str) -> str:
+    host, sep, port = raw.strip().rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise _fail(name, raw, "expected HOST:PORT, e.g. 127.0.0.1:6334")
+    return raw.strip()
+
+
+def _word_list(name: str, raw: str) -> tuple[str, ...]:
+    words = tuple(word.strip() for word in raw.split(",") if word.strip())
+    if not words:
+        raise _fail(name, raw, "expected a comma-separated list with at least one value")
+    if len(set(words)) != len(words):
+        raise _fail(name, raw, "values must be unique")
+    return words
+
+
+def _choice(options: tuple[str, ...]) -> Callable[[str, str], str]:
+    def parse(name: str, raw: str) -> str:
+        value = raw.strip().lower()
+        if value not in options:
+            raise _fail(name, raw, f"expected one of {', '.join(options)}")
+        return value
+
+    return parse
+
+
+def _path(name: str, raw: str) -> Path:
+    if not raw.strip():
+        raise _fail(name, raw, "expected a file system path")
+    return Path(raw.strip()).expanduser()
+
+
+def read_environment(environ: Mapping[str, str] | None = None) -> PalazzoEnvironment:
+    """Parse palazzo's variables from the environment, raising on the first bad value."""
+    env = os.environ if environ is None else environ
+
+    def get(name: str, parse: Callable[[str, str], T], default: T) -> T:
+        raw = env.get(name)
+        if raw is None or (raw.strip() == "" and not isinstance(default, bool)):
+            return default
+        return parse(name, raw)
+
+    data_dir = get("PALAZZO_DATA_DIR", _path, Path("~/.palazzo").expanduser())
+    threads = get("PALAZZO_EMBED_THREADS", _positive_int, 0)
+    return PalazzoEnvironment(
+        data_dir=data_dir,
+        qdrant_url=get("QDRANT_URL", _url, None),
+        qdrant_api_key=env.get("QDRANT_API_KEY") or None,
+        qdrant_timeout_seconds=get("PALAZZO_QDRANT_TIMEOUT", _positive_float, 5.0),
+        collection=get("COLLECTION", lambda _n, raw: raw.strip(), "claude-memory"),
+        wal_path=get("PALAZZO_WAL", _path, data_dir / "wal.jsonl"),
+        wal_verbatim=get("PALAZZO_WAL_VERBATIM", _boolean, False),
+        bind=get("PALAZZO_BIND", _bind, "127.0.0.1:6334"),
+        allowed_hosts=get("PALAZZO_ALLOWED_HOSTS", _word_list, ("localhost", "127.0.0.1", "::1")),
+        embed_backend=get("PALAZZO_EMBED_BACKEND", _choice(("fastembed", "ollama")), "fastembed"),
+        embed_model=get("PALAZZO_EMBED_MODEL", lambda _n, raw: raw.strip(), "BAAI/bge-small-en-v1.5"),
+        embed_threads=threads or None,
+        fastembed_cache_dir=get("FASTEMBED_CACHE_DIR", _path, data_dir / "models"),
+        ollama_url=get("OLLAMA_URL", _url, "http://127.0.0.1:11434"),
+        ollama_model=get("OLLAMA_MODEL", lambda _n, raw: raw.strip(), "nomic-embed-text"),
+        ollama_timeout_seconds=get("PALAZZO_EMBED_TIMEOUT", _positive_float, 10.0),
+        usage_log=get("PALAZZO_USAGE_LOG", _path, None),
+        gain_enabled=get("PALAZZO_GAIN_ENABLED", _boolean, True),
+        log_level=get("PALAZZO_LOG_LEVEL", _choice(("debug", "info", "warning", "error", "critical")), "info").upper(),
+        database_url=env.get("DATABASE_URL") or None,
+        read_only=get("PALAZZO_READ_ONLY", _boolean, False),
+        wake_up_count=get("PALAZZO_WAKE_UP_COUNT", _positive_int, 10),
+        secret_key=env.get("PALAZZO_SECRET_KEY") or "",
+        debug=get("PALAZZO_DEBUG", _boolean, False),
+        categories=get("PALAZZO_CATEGORIES", _word_list, DEFAULT_CATEGORIES),
+        wings=get("PALAZZO_WINGS", _word_list, DEFAULT_WINGS),
+        halls=get("PALAZZO_HALLS", _word_list, DEFAULT_HALLS),
+    )
