@@ -105,6 +105,8 @@ class FastEmbedEmbedder:
 
         self.model_name = model_name
         self.max_tokens = 512
+        # onnxruntime's own default thread count is measurably slower here than one per core.
+        threads = threads or os.cpu_count() or 1
         self._batch_size = batch_size
         self._prefixes = prefixes_for(model_name)
         self._model: Any

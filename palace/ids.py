@@ -4,19 +4,29 @@ from __future__ import annotations
 
 import time
 
-from django.db import transaction
+from django.db import connection, transaction
 
 from palace.models import FIRST_MEMORY_ID, IdAllocator
 
 
 def allocate_ids(count: int) -> list[int]:
     """Reserve count consecutive new ids (at least the current Unix milliseconds, like palazzo's)."""
-    with transaction.atomic():
-        allocator, _ = IdAllocator.objects.select_for_update().get_or_create(pk=1)
-        first = max(allocator.next_id, int(time.time() * 1000), FIRST_MEMORY_ID)
-        allocator.next_id = first + count
-        allocator.save(update_fields=["next_id"])
-    return list(range(first, first + count))
+    floor = max(int(time.time() * 1000), FIRST_MEMORY_ID)
+    table = IdAllocator._meta.db_table
+    with transaction.atomic(), connection.cursor() as cursor:
+        # One statement that both reads and advances the counter, so concurrent callers never overlap.
+        cursor.execute(
+            f"UPDATE {table} SET next_id = (CASE WHEN next_id > %s THEN next_id ELSE %s END) + %s "
+            "WHERE id = 1 RETURNING next_id",
+            [floor, floor, count],
+        )
+        row = cursor.fetchone()
+        if row is None:
+            IdAllocator.objects.create(pk=1, next_id=floor + count)
+            end = floor + count
+        else:
+            end = int(row[0])
+    return list(range(end - count, end))
 
 
 def reserve_existing_ids(ids: list[int]) -> None:

@@ -1,0 +1,193 @@
+"""Result models of the MCP tools: each tool's outputSchema and the shape of its structured content."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class Memory(BaseModel):
+    """One memory as the palace returns it; unset fields are null."""
+
+    id: int = Field(description="Memory id (>= 1000000000); pass it to palace_recall, palace_supersede, palace_delete.")
+    text: str = Field(description="The verbatim text.")
+    category: str | None = None
+    wing: str | None = None
+    room: str | None = None
+    hall: str | None = None
+    timestamp: str | None = Field(None, description="When it happened or was stored (RFC3339 UTC).")
+    session: str | None = None
+    source_file: str | None = None
+    valid_from: str | None = Field(None, description="Set on a memory created by palace_supersede.")
+    valid_until: str | None = Field(None, description="Set when the memory was superseded; null while current.")
+    superseded_by: int | None = Field(None, description="Id of the memory that replaced this one.")
+    superseded_reason: str | None = None
+    supersedes: list[int] | None = Field(None, description="Ids this memory replaced.")
+    added_by: str | None = Field(None, description="The MCP client that wrote it (name/version).")
+    score: float | None = Field(None, description="Similarity score (search results only).")
+
+
+class StoreResult(Memory):
+    """palace_store: the stored memory, or the existing one with the same text."""
+
+    duplicate: bool = Field(description="True when nothing was written and the existing memory is returned.")
+    duplicate_of: int | None = Field(None, description="The existing memory's id when duplicate is true.")
+
+
+class BatchItem(BaseModel):
+    """The outcome of one batch item, in input order."""
+
+    index: int
+    status: Literal["stored", "duplicate", "skipped", "failed"]
+    memory: Memory | None = None
+    duplicate_of: int | None = None
+    error: str | None = None
+
+
+class BatchCounts(BaseModel):
+    stored: int
+    duplicates_returned: int
+    skipped_duplicates: int
+    failed: int
+
+
+class BatchResult(BaseModel):
+    """palace_store_batch: per-item outcomes and counts."""
+
+    items: list[BatchItem]
+    counts: BatchCounts
+
+
+class FindResult(BaseModel):
+    """palace_find: best matches first."""
+
+    results: list[Memory]
+    count: int
+
+
+class RecallResult(BaseModel):
+    """palace_recall: the memories found (superseded ones included) and the ids that do not exist."""
+
+    memories: list[Memory]
+    missing: list[int]
+
+
+class StatusResult(BaseModel):
+    """palace_status: totals and counts by wing, hall and category."""
+
+    collection: str
+    embedding_model: str
+    total: int = Field(description="Every memory, superseded ones included.")
+    current: int = Field(description="Memories not superseded.")
+    wings: dict[str, int]
+    halls: dict[str, int]
+    categories: dict[str, int]
+
+
+class TaxonomyResult(BaseModel):
+    """palace_taxonomy: value -> count for each facet."""
+
+    wings: dict[str, int]
+    rooms: dict[str, int]
+    halls: dict[str, int]
+    categories: dict[str, int]
+
+
+class DuplicateCheck(BaseModel):
+    """palace_check_duplicate: the closest current memory."""
+
+    is_duplicate: bool = Field(description="Closest similarity >= threshold.")
+    same_text: bool = Field(description="The closest memory has exactly this text (palace_store would return it).")
+    threshold: float
+    closest: Memory | None
+
+
+class SupersedeMark(BaseModel):
+    id: int
+    ok: bool
+    error: str | None = None
+    previously_superseded_by: int | None = None
+
+
+class SupersedeResult(BaseModel):
+    """palace_supersede: the new memory and how each old one was marked."""
+
+    memory: Memory
+    reason: str
+    marked: list[SupersedeMark]
+
+
+class DeleteOutcome(BaseModel):
+    id: int
+    deleted: bool
+    missing: bool
+
+
+class DeleteCounts(BaseModel):
+    deleted: int
+    missing: int
+
+
+class DeleteResult(BaseModel):
+    """palace_delete: per-id outcomes."""
+
+    deleted: list[DeleteOutcome]
+    counts: DeleteCounts
+    reason: str
+
+
+class DeleteSample(BaseModel):
+    id: int
+    wing: str | None = None
+    room: str | None = None
+    hall: str | None = None
+    text_preview: str
+
+
+class DeleteByFilterResult(BaseModel):
+    """palace_delete_by_filter: what the filter matches and what was deleted."""
+
+    dry_run: bool
+    matched_count: int
+    deleted_count: int
+    breakdown_by_wing: dict[str, int]
+    breakdown_by_hall: dict[str, int]
+    sample: list[DeleteSample]
+    reason: str
+
+
+class GainTotals(BaseModel):
+    calls: int
+    failed: int
+    bytes_out: int
+    estimated_tokens: int
+    baseline_tokens: int
+    tokens_saved: int
+
+
+class GainOperation(BaseModel):
+    calls: int
+    failed: int
+    estimated_tokens: int
+    baseline_tokens: int
+    tokens_saved: int
+    avg_exec_ms: float
+
+
+class GainResult(BaseModel):
+    """palace_gain: calls and tokens saved, overall and per operation."""
+
+    estimate: str
+    since: str | None
+    enabled: bool
+    totals: GainTotals
+    saved_percent: float
+    per_operation: dict[str, GainOperation]
+
+
+class WakeUp(BaseModel):
+    """The session-start context: palace status plus the newest current memories."""
+
+    status: StatusResult
+    recent: list[Memory]

@@ -1,0 +1,388 @@
+"""The served store: a collection on a Qdrant server, reached with qdrant-client."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime, timezone
+from typing import Any, TypeVar
+
+import grpc
+import httpx
+import numpy as np
+import numpy.typing as npt
+from qdrant_client import QdrantClient, models
+from qdrant_client.common.client_exceptions import QdrantException, ResourceExhaustedResponse
+from qdrant_client.http.exceptions import ApiException, ResponseHandlingException, UnexpectedResponse
+
+from palace.errors import ModelMismatch, StoreUnavailable
+from palace.store.base import (
+    DATETIME_INDEXES,
+    DENSE,
+    KEYWORD_INDEXES,
+    SPARSE,
+    CollectionIdentity,
+    MemoryFilter,
+    PointWrite,
+    StoredPoint,
+)
+from palace.store.keywords import keyword_model
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# The same k as the edge store's Fusion.Rrf(k=60); Qdrant's FusionQuery(RRF) default is k=2, which would rank differently.
+RRF_K = 60
+FACET_LIMIT = 10_000
+_CLIENT_ERRORS = (ApiException, QdrantException, httpx.HTTPError, grpc.RpcError)
+
+
+def _rfc3339(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def server_filter(memory_filter: MemoryFilter) -> models.Filter | None:
+    """Translate a MemoryFilter into a qdrant-client filter, with the meaning of edge_filter."""
+    must: list[models.Condition] = []
+    for key in ("wing", "category", "room", "hall", "session"):
+        value = getattr(memory_filter, key)
+        if value is not None:
+            must.append(models.FieldCondition(key=key, match=models.MatchValue(value=value)))
+    if memory_filter.since or memory_filter.until:
+        must.append(
+            models.FieldCondition(
+                key="timestamp",
+                range=models.DatetimeRange(
+                    gte=_rfc3339(memory_filter.since) if memory_filter.since else None,
+                    lte=_rfc3339(memory_filter.until) if memory_filter.until else None,
+                ),
+            )
+        )
+    if memory_filter.text_hashes is not None:
+        must.append(models.FieldCondition(key="text_hash", match=models.MatchAny(any=list(memory_filter.text_hashes))))
+    if memory_filter.ids is not None:
+        must.append(models.HasIdCondition(has_id=list(memory_filter.ids)))
+    if not memory_filter.include_superseded:
+        now = memory_filter.current_at or datetime.now(timezone.utc)
+        must.append(
+            models.Filter(
+                should=[
+                    models.IsNullCondition(is_null=models.PayloadField(key="valid_until")),
+                    models.IsEmptyCondition(is_empty=models.PayloadField(key="valid_until")),
+                    models.FieldCondition(key="valid_until", range=models.DatetimeRange(gt=_rfc3339(now))),
+                ]
+            )
+        )
+    return models.Filter(must=must) if must else None
+
+
+def _sparse(vector: Any) -> models.SparseVector:
+    return models.SparseVector(indices=list(vector.indices), values=list(vector.values))
+
+
+def _describe_vectors(params: models.CollectionParams) -> str:
+    vectors = params.vectors
+    if isinstance(vectors, models.VectorParams):
+        return f"one unnamed {vectors.size}-dim vector"
+    if not vectors:
+        return "no dense vectors"
+    return "vectors " + ", ".join(f"{name!r} ({config.size} dims)" for name, config in vectors.items())
+
+
+class ServerStore:
+    """VectorStore over a Qdrant server; any number of processes may share it."""
+
+    def __init__(
+        self,
+        *,
+        collection: str,
+        url: str | None = None,
+        api_key: str | None = None,
+        timeout_seconds: float = 5.0,
+        client: QdrantClient | None = None,
+    ) -> None:
+        if client is None and not url:
+            raise ValueError("ServerStore needs a url or a client")
+        self._url = url
+        self._collection = collection
+        self._timeout_seconds = float(timeout_seconds)
+        self._owns_client = client is None
+        # qdrant-client takes whole seconds; rounding up never cuts a configured wait short.
+        self._client = client or QdrantClient(url=url, api_key=api_key, timeout=max(1, math.ceil(timeout_seconds)))
+        self._identity: CollectionIdentity | None = None
+        self._keywords = keyword_model()
+
+    @property
+    def collection(self) -> str:
+        """Name of the collection."""
+        return self._collection
+
+    @property
+    def client(self) -> QdrantClient:
+        """The qdrant-client in use."""
+        return self._client
+
+    def _where(self) -> str:
+        return f"Qdrant at {self._url}" if self._url else "the Qdrant client"
+
+    def _unavailable(self, operation: str, exc: BaseException) -> StoreUnavailable:
+        where = self._where()
+        cause: BaseException = exc.source if isinstance(exc, ResponseHandlingException) else exc
+        if isinstance(cause, httpx.TimeoutException) or (
+            isinstance(cause, grpc.RpcError)
+            and getattr(cause, "code", lambda: None)() == grpc.StatusCode.DEADLINE_EXCEEDED
+        ):
+            return StoreUnavailable(f"{where} did not answer {operation} within {self._timeout_seconds} s")
+        if isinstance(cause, ResourceExhaustedResponse):
+            return StoreUnavailable(
+                f"{where} is rate-limiting {operation}; retry after {cause.retry_after_s} s ({cause.message})"
+            )
+        if isinstance(cause, UnexpectedResponse):
+            detail = cause.content[:300].decode("utf-8", "replace")
+            if cause.status_code in (401, 403):
+                return StoreUnavailable(
+                    f"{where} refused {operation} with HTTP {cause.status_code}; check QDRANT_API_KEY ({detail})"
+                )
+            return StoreUnavailable(
+                f"{where} failed {operation} with HTTP {cause.status_code} {cause.reason_phrase}: {detail}"
+            )
+        if isinstance(cause, httpx.TransportError | grpc.RpcError):
+            return StoreUnavailable(f"{where} could not be reached for {operation}: {type(cause).__name__}: {cause}")
+        return StoreUnavailable(f"{where} failed {operation}: {type(cause).__name__}: {cause}")
+
+    def _call(self, operation: str, action: Callable[[], T]) -> T:
+        try:
+            return action()
+        except _CLIENT_ERRORS as exc:
+            raise self._unavailable(operation, exc) from exc
+
+    def _check_identity(self, info: models.CollectionInfo, identity: CollectionIdentity) -> None:
+        recorded = info.config.metadata or {}
+        if "embedding_model" not in recorded:
+            raise ModelMismatch(
+                f"the collection {self._collection!r} in {self._where()} was not created by this palace: "
+                f"it records no embedding model in its metadata and holds {_describe_vectors(info.config.params)} "
+                f"({info.points_count} points); import it into a new collection with "
+                "`python manage.py import_qdrant` instead of opening it directly"
+            )
+        if (recorded.get("embedding_model"), recorded.get("embedding_dimension")) != (
+            identity.model_name,
+            identity.dimension,
+        ):
+            raise ModelMismatch(
+                f"the palace in collection {self._collection!r} in {self._where()} was built with "
+                f"{recorded.get('embedding_model')} ({recorded.get('embedding_dimension')} dims) but the configured "
+                f"model is {identity.model_name} ({identity.dimension} dims); set PALAZZO_EMBED_MODEL back, "
+                "or move the palace to the new model with `python manage.py rebuild`"
+            )
+
+    def _create(self, identity: CollectionIdentity) -> None:
+        try:
+            self._client.create_collection(
+                self._collection,
+                vectors_config={
+                    DENSE: models.VectorParams(
+                        size=identity.dimension,
+                        distance=models.Distance.COSINE,
+                        multivector_config=models.MultiVectorConfig(
+                            comparator=models.MultiVectorComparator.MAX_SIM
+                        ),
+                    )
+                },
+                sparse_vectors_config={SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)},
+                metadata=identity.as_metadata(),
+            )
+        except UnexpectedResponse as exc:
+            # Another process created it between our check and our create; its identity is checked next.
+            if exc.status_code != 409:
+                raise self._unavailable("ensure_collection", exc) from exc
+        except _CLIENT_ERRORS as exc:
+            raise self._unavailable("ensure_collection", exc) from exc
+
+    def ensure_collection(self, identity: CollectionIdentity) -> None:
+        """Open or create the collection, refusing one built by another embedding model."""
+        if not self._call("ensure_collection", lambda: self._client.collection_exists(self._collection)):
+            self._create(identity)
+        info = self._call("ensure_collection", lambda: self._client.get_collection(self._collection))
+        self._check_identity(info, identity)
+        self._identity = identity
+        existing = info.payload_schema or {}
+        wanted = [(key, models.PayloadSchemaType.KEYWORD) for key in KEYWORD_INDEXES] + [
+            (key, models.PayloadSchemaType.DATETIME) for key in DATETIME_INDEXES
+        ]
+        for key, schema in wanted:
+            if key not in existing:
+                self._call(
+                    "ensure_collection",
+                    lambda key=key, schema=schema: self._client.create_payload_index(  # type: ignore[misc]
+                        self._collection, field_name=key, field_schema=schema, wait=True
+                    ),
+                )
+
+    def payload_indexes(self) -> dict[str, str]:
+        """Indexed payload fields and their types."""
+        info = self._call("payload_indexes", lambda: self._client.get_collection(self._collection))
+        return {key: str(schema.data_type) for key, schema in (info.payload_schema or {}).items()}
+
+    def upsert(self, points: Sequence[PointWrite]) -> None:
+        """Insert or replace points in one operation."""
+        if not points:
+            return
+        structs = [
+            models.PointStruct(
+                id=point.id,
+                vector={
+                    DENSE: point.chunk_vectors.tolist(),
+                    SPARSE: _sparse(self._keywords.embed_document(point.keyword_text)),
+                },
+                payload=point.payload,
+            )
+            for point in points
+        ]
+        self._call("upsert", lambda: self._client.upsert(self._collection, points=structs, wait=True))
+
+    def set_payload(self, ids: Sequence[int], payload: dict[str, Any]) -> None:
+        """Merge payload keys into existing points."""
+        if not ids:
+            return
+        self._call(
+            "set_payload",
+            lambda: self._client.set_payload(self._collection, payload=payload, points=list(ids), wait=True),
+        )
+
+    def delete(self, ids: Sequence[int]) -> None:
+        """Remove points by id."""
+        if not ids:
+            return
+        self._call(
+            "delete",
+            lambda: self._client.delete(
+                self._collection, points_selector=models.PointIdsList(points=list(ids)), wait=True
+            ),
+        )
+
+    def retrieve(self, ids: Sequence[int]) -> list[StoredPoint]:
+        """Fetch points by id, in the order asked, skipping unknown ids."""
+        if not ids:
+            return []
+        records = self._call(
+            "retrieve",
+            lambda: self._client.retrieve(self._collection, ids=list(ids), with_payload=True, with_vectors=False),
+        )
+        by_id = {int(record.id): record for record in records}
+        return [StoredPoint(id=i, payload=dict(by_id[i].payload or {})) for i in ids if i in by_id]
+
+    def search(
+        self,
+        *,
+        dense_query: npt.NDArray[np.float32] | None,
+        keyword_query: str | None,
+        memory_filter: MemoryFilter,
+        limit: int,
+    ) -> list[StoredPoint]:
+        """Rank by dense similarity, BM25, or both fused by RRF inside Qdrant."""
+        flt = server_filter(memory_filter)
+        legs: list[tuple[Any, str]] = []
+        if dense_query is not None:
+            legs.append(([dense_query.tolist()], DENSE))
+        if keyword_query:
+            sparse = self._keywords.embed_query(keyword_query)
+            if sparse.indices:
+                legs.append((_sparse(sparse), SPARSE))
+        if not legs:
+            return []
+        if len(legs) == 1:
+            query, using = legs[0]
+            response = self._call(
+                "search",
+                lambda: self._client.query_points(
+                    self._collection, query=query, using=using, query_filter=flt, limit=limit, with_payload=True
+                ),
+            )
+        else:
+            depth = max(limit * 4, 40)
+            prefetch = [models.Prefetch(query=query, using=using, filter=flt, limit=depth) for query, using in legs]
+            response = self._call(
+                "search",
+                lambda: self._client.query_points(
+                    self._collection,
+                    prefetch=prefetch,
+                    query=models.RrfQuery(rrf=models.Rrf(k=RRF_K)),
+                    query_filter=flt,
+                    limit=limit,
+                    with_payload=True,
+                ),
+            )
+        return [
+            StoredPoint(id=int(point.id), payload=dict(point.payload or {}), score=float(point.score))
+            for point in response.points
+        ]
+
+    def scroll(self, *, memory_filter: MemoryFilter, batch_size: int = 256) -> Iterator[StoredPoint]:
+        """Iterate over every matching point by ascending id."""
+        flt = server_filter(memory_filter)
+        offset: models.ExtendedPointId | None = None
+        while True:
+            records, next_offset = self._call(
+                "scroll",
+                lambda offset=offset: self._client.scroll(  # type: ignore[misc]
+                    self._collection,
+                    scroll_filter=flt,
+                    limit=batch_size,
+                    offset=offset,
+                    with_payload=True,
+                    with_vectors=False,
+                ),
+            )
+            for record in records:
+                yield StoredPoint(id=int(record.id), payload=dict(record.payload or {}))
+            if next_offset is None:
+                return
+            offset = next_offset
+
+    def recent(self, *, memory_filter: MemoryFilter, limit: int) -> list[StoredPoint]:
+        """The newest matching points by timestamp."""
+        records, _ = self._call(
+            "recent",
+            lambda: self._client.scroll(
+                self._collection,
+                scroll_filter=server_filter(memory_filter),
+                limit=limit,
+                order_by=models.OrderBy(key="timestamp", direction=models.Direction.DESC),
+                with_payload=True,
+                with_vectors=False,
+            ),
+        )
+        return [StoredPoint(id=int(record.id), payload=dict(record.payload or {})) for record in records]
+
+    def count(self, *, memory_filter: MemoryFilter) -> int:
+        """Exact number of matching points."""
+        result = self._call(
+            "count",
+            lambda: self._client.count(self._collection, count_filter=server_filter(memory_filter), exact=True),
+        )
+        return int(result.count)
+
+    def facet(self, *, key: str, memory_filter: MemoryFilter) -> dict[str, int]:
+        """Exact counts per value of a keyword field."""
+        response = self._call(
+            "facet",
+            lambda: self._client.facet(
+                self._collection,
+                key=key,
+                facet_filter=server_filter(memory_filter),
+                limit=FACET_LIMIT,
+                exact=True,
+            ),
+        )
+        return {str(hit.value): int(hit.count) for hit in response.hits}
+
+    def flush(self) -> None:
+        """Nothing to do: every write waits until Qdrant has applied it."""
+
+    def close(self) -> None:
+        """Release the client, unless the caller passed it in and still owns it."""
+        if self._owns_client:
+            self._client.close()

@@ -1,0 +1,230 @@
+"""The write services against the embedded store, the real model and the real database."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from django.conf import settings
+
+from palace import selectors, services
+from palace.errors import ConfirmationRequired, ExpectedCountMismatch, InvalidInput
+from palace.forms import MAX_TEXT_BYTES
+from palace.models import JournalEntry
+from palace.runtime import Palace
+from tests.palace.helpers import memory
+
+
+def total() -> int:
+    return int(selectors.status()["total"])
+
+
+def test_it_stores_a_memory_with_every_schema_field(palace: Palace) -> None:
+    stored = services.store(**memory("The NAS runs ZFS on four disks", session="s1", source_file="notes.md"), added_by="tester/1")
+    assert stored["id"] >= 1_000_000_000
+    assert stored["duplicate"] is False
+    recalled = selectors.recall(ids=[stored["id"]])["memories"][0]
+    assert recalled["text"] == "The NAS runs ZFS on four disks"
+    assert (recalled["category"], recalled["wing"], recalled["room"], recalled["hall"]) == (
+        "technical", "projects", "palazzo", "facts")
+    assert recalled["session"] == "s1" and recalled["source_file"] == "notes.md"
+    assert recalled["added_by"] == "tester/1"
+    assert recalled["timestamp"].endswith("Z") and len(recalled["timestamp"]) == 20
+
+
+def test_it_keeps_text_verbatim_and_trims_tags(palace: Palace) -> None:
+    text = "  leading and trailing spaces stay \n"
+    stored = services.store(**memory(text, room="  nas  "))
+    assert stored["text"] == text
+    assert stored["room"] == "nas"
+
+
+def test_it_returns_the_existing_memory_for_the_same_text(palace: Palace) -> None:
+    first = services.store(**memory("Deploys go through the staging cluster first"))
+    second = services.store(**memory("Deploys go through the staging cluster first", wing="vibe"))
+    assert second["duplicate"] is True
+    assert second["id"] == first["id"]
+    assert total() == 1
+
+
+def test_it_stores_a_similar_but_different_text(palace: Palace) -> None:
+    services.store(**memory("Deploys go through the staging cluster first"))
+    second = services.store(**memory("Deploys go through the staging cluster first!"))
+    assert second["duplicate"] is False
+    assert total() == 2
+
+
+def test_it_keeps_a_historical_timestamp(palace: Palace) -> None:
+    stored = services.store(**memory("Old fact", timestamp="2021-03-04T05:06:07.89+02:00"))
+    assert stored["timestamp"] == "2021-03-04T03:06:07Z"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field", "rule"),
+    [
+        ({"category": "bogus"}, "category", "allowed values: person, career"),
+        ({"wing": "nowhere"}, "wing", "allowed values: projects, infrastructure"),
+        ({"hall": "attic"}, "hall", "allowed values: facts, events"),
+        ({"room": ""}, "room", "is required"),
+        ({"room": "x" * 65}, "room", "at most 64 characters"),
+        ({"text": ""}, "text", "is required"),
+        ({"text": "   "}, "text", "non-whitespace"),
+        ({"text": "x" * (MAX_TEXT_BYTES + 1)}, "text", "maximum is 32768 bytes"),
+        ({"text": "é" * (MAX_TEXT_BYTES // 2 + 1)}, "text", "maximum is 32768 bytes"),
+        ({"text": 42}, "text", "must be a string"),
+        ({"text": "nul\x00byte"}, "text", "NUL"),
+        ({"timestamp": "yesterday"}, "timestamp", "RFC3339"),
+        ({"timestamp": "2026-02-30T00:00:00Z"}, "timestamp", "not a valid date"),
+    ],
+)
+def test_it_rejects_bad_input_naming_the_field_and_writes_nothing(
+    palace: Palace, overrides: dict[str, Any], field: str, rule: str
+) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        services.store(**(memory("valid text") | overrides))
+    assert field in caught.value.errors
+    assert rule in " ".join(caught.value.errors[field])
+    assert total() == 0
+    assert JournalEntry.objects.count() == 0
+
+
+def test_it_accepts_text_of_exactly_32_kb(palace: Palace) -> None:
+    stored = services.store(**memory("y" * MAX_TEXT_BYTES))
+    assert len(stored["text"]) == MAX_TEXT_BYTES
+
+
+def test_it_stores_a_batch_with_one_embedding_pass_and_counts(palace: Palace) -> None:
+    existing = services.store(**memory("already here"))
+    result = services.store_batch(
+        items=[memory("alpha"), memory("beta"), memory("already here"), memory("alpha"), memory("bad", hall="x")]
+    )
+    statuses = [item["status"] for item in result["items"]]
+    assert statuses == ["stored", "stored", "duplicate", "duplicate", "failed"]
+    assert result["items"][2]["duplicate_of"] == existing["id"]
+    assert result["items"][3]["duplicate_of"] == result["items"][0]["memory"]["id"]
+    assert "hall" in result["items"][4]["error"]
+    assert result["counts"] == {"stored": 2, "duplicates_returned": 2, "skipped_duplicates": 0, "failed": 1}
+    ids = [result["items"][0]["memory"]["id"], result["items"][1]["memory"]["id"]]
+    assert len(set(ids)) == 2
+    assert total() == 3
+    assert JournalEntry.objects.filter(operation="store").count() == 2
+
+
+def test_it_counts_skipped_duplicates_when_asked(palace: Palace) -> None:
+    services.store(**memory("gamma"))
+    result = services.store_batch(items=[memory("gamma"), memory("delta")], skip_duplicates=True)
+    assert result["counts"] == {"stored": 1, "duplicates_returned": 0, "skipped_duplicates": 1, "failed": 0}
+
+
+@pytest.mark.parametrize(("items", "rule"), [([], "is empty"), ([memory(f"m{i}") for i in range(257)], "maximum is 256"),
+                                              ("nope", "must be a list")])
+def test_it_rejects_an_empty_or_oversized_batch(palace: Palace, items: Any, rule: str) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        services.store_batch(items=items)
+    assert rule in str(caught.value)
+    assert total() == 0
+
+
+def test_it_accepts_a_batch_of_256(palace: Palace) -> None:
+    result = services.store_batch(items=[memory(f"memory number {i}") for i in range(256)])
+    assert result["counts"]["stored"] == 256
+    assert len({item["memory"]["id"] for item in result["items"]}) == 256
+
+
+def test_it_supersedes_and_keeps_history(palace: Palace) -> None:
+    old = services.store(**memory("The NAS has four disks"))
+    result = services.supersede(supersedes=[old["id"], 1_000_000_001], reason="added two disks", **memory("The NAS has six disks"))
+    new = result["memory"]
+    assert new["supersedes"] == [old["id"]] and new["valid_from"]
+    assert result["marked"] == [{"id": old["id"], "ok": True}, {"id": 1_000_000_001, "ok": False, "error": "no memory with this id"}]
+    old_now = selectors.recall(ids=[old["id"]])["memories"][0]
+    assert old_now["superseded_by"] == new["id"]
+    assert old_now["superseded_reason"] == "added two disks"
+    assert old_now["valid_until"]
+    found = [hit["id"] for hit in selectors.find(query="how many disks in the NAS")["results"]]
+    assert old["id"] not in found and new["id"] in found
+    archaeology = [hit["id"] for hit in selectors.find(query="how many disks in the NAS", include_superseded=True)["results"]]
+    assert old["id"] in archaeology
+
+
+def test_it_refuses_to_supersede_only_unknown_ids(palace: Palace) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        services.supersede(supersedes=[1_000_000_001], reason="r", **memory("new"))
+    assert "supersedes" in caught.value.errors
+    assert total() == 0
+
+
+def test_it_refuses_more_than_50_superseded_ids(palace: Palace) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        services.supersede(supersedes=list(range(1_000_000_000, 1_000_000_051)), reason="r", **memory("new"))
+    assert "maximum is 50" in str(caught.value)
+
+
+def test_it_deletes_only_with_confirmation_and_journals_the_full_record(palace: Palace) -> None:
+    stored = services.store(**memory("secret to scrub"))
+    with pytest.raises(ConfirmationRequired):
+        services.delete(ids=[stored["id"]], reason="PII", confirm=False)
+    assert total() == 1
+    result = services.delete(ids=[stored["id"], 1_000_000_002], reason="PII", confirm=True)
+    assert result["counts"] == {"deleted": 1, "missing": 1}
+    assert total() == 0
+    entry = JournalEntry.objects.get(operation="delete")
+    assert entry.payload["memories"][0]["text"] == "secret to scrub"
+    assert entry.status == "applied"
+
+
+def test_it_deletes_by_filter_after_a_dry_run_with_the_expected_count(palace: Palace) -> None:
+    services.store_batch(items=[memory("a1", wing="vibe"), memory("a2", wing="vibe"), memory("keep")])
+    dry = services.delete_by_filter(wing="vibe", reason="cleanup", confirm=True, dry_run=True)
+    assert dry["matched_count"] == 2 and dry["deleted_count"] == 0 and len(dry["sample"]) == 2
+    assert total() == 3
+    with pytest.raises(InvalidInput):
+        services.delete_by_filter(wing="vibe", reason="cleanup", confirm=True)
+    with pytest.raises(ExpectedCountMismatch):
+        services.delete_by_filter(wing="vibe", reason="cleanup", confirm=True, expected_count=3)
+    assert total() == 3
+    done = services.delete_by_filter(wing="vibe", reason="cleanup", confirm=True, expected_count=2)
+    assert done["deleted_count"] == 2
+    assert total() == 1
+
+
+def test_it_refuses_delete_by_filter_without_a_filter(palace: Palace) -> None:
+    services.store(**memory("keep me"))
+    with pytest.raises(InvalidInput) as caught:
+        services.delete_by_filter(reason="everything", confirm=True, dry_run=True)
+    assert "filter is empty" in str(caught.value)
+
+
+def test_it_journals_before_the_store_and_mirrors_to_the_wal_file(palace: Palace) -> None:
+    stored = services.store(**memory("x" * 300))
+    entry = JournalEntry.objects.get()
+    assert entry.status == "applied" and entry.memory_ids == [stored["id"]]
+    assert entry.payload["memories"][0]["text"] == "x" * 300
+    lines = settings.PALAZZO.wal_path.read_text().splitlines()
+    line = json.loads(lines[-1])
+    assert line["operation"] == "store" and line["memory_ids"] == [stored["id"]]
+    assert line["params"]["memories"][0]["text_preview"] == "x" * 120 + "…"
+
+
+def test_it_replays_pending_entries_when_the_palace_opens(palace_env: Any, db: None) -> None:
+    from palace import journal, runtime
+
+    runtime.get_palace()
+    entry, ids = journal.record_with_new_ids(
+        operation="store",
+        count=1,
+        build_payload=lambda ids: {"memories": [dict(memory("written before a crash"), id=ids[0], timestamp="2026-01-01T00:00:00Z")]},
+    )
+    runtime.close_palace()
+    runtime.get_palace()
+    assert selectors.recall(ids=ids)["memories"][0]["text"] == "written before a crash"
+    entry.refresh_from_db()
+    assert entry.status == "applied"
+
+
+def test_it_never_reuses_an_id_after_a_delete(palace: Palace) -> None:
+    first = services.store(**memory("one"))
+    services.delete(ids=[first["id"]], reason="test", confirm=True)
+    second = services.store(**memory("one"))
+    assert second["id"] > first["id"]
