@@ -120,6 +120,10 @@ class VectorStore(Protocol):
         """Exact counts per value of a keyword field."""
         ...
 
+    def discard(self) -> str:
+        """Set the current collection aside (or drop it) before a rebuild; says where it went."""
+        ...
+
     def close(self) -> None:
         """Release the store."""
         ...

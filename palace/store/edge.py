@@ -7,6 +7,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -266,6 +267,14 @@ class EdgeStore:
             qe.FacetRequest(key, limit=10_000, exact=True, filter=edge_filter(memory_filter))
         )
         return {str(hit.value): int(hit.count) for hit in response}
+
+    def discard(self) -> str:
+        """Move the shard aside (kept, not deleted) so a rebuild starts empty."""
+        if not self._path.exists():
+            return ""
+        target = self._path.with_name(f"{self._path.name}.before-rebuild-{int(time.time())}")
+        self._path.rename(target)
+        return str(target)
 
     def flush(self) -> None:
         """Persist pending changes."""

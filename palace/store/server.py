@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Callable, Iterator, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
+from functools import partial
 from typing import Any, TypeVar
 
 import grpc
@@ -29,18 +29,17 @@ from palace.store.base import (
 )
 from palace.store.keywords import keyword_model
 
-logger = logging.getLogger(__name__)
-
 T = TypeVar("T")
 
-# The same k as the edge store's Fusion.Rrf(k=60); Qdrant's FusionQuery(RRF) default is k=2, which would rank differently.
+# The edge store fuses with Rrf(k=60); FusionQuery(RRF) would use Qdrant's default k=2 and rank differently.
 RRF_K = 60
 FACET_LIMIT = 10_000
 _CLIENT_ERRORS = (ApiException, QdrantException, httpx.HTTPError, grpc.RpcError)
 
 
-def _rfc3339(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+def _second(moment: datetime) -> datetime:
+    # The edge store compares at whole UTC seconds (its RFC3339 strings drop the fraction); so do we.
+    return moment.astimezone(UTC).replace(microsecond=0)
 
 
 def server_filter(memory_filter: MemoryFilter) -> models.Filter | None:
@@ -55,8 +54,8 @@ def server_filter(memory_filter: MemoryFilter) -> models.Filter | None:
             models.FieldCondition(
                 key="timestamp",
                 range=models.DatetimeRange(
-                    gte=_rfc3339(memory_filter.since) if memory_filter.since else None,
-                    lte=_rfc3339(memory_filter.until) if memory_filter.until else None,
+                    gte=_second(memory_filter.since) if memory_filter.since else None,
+                    lte=_second(memory_filter.until) if memory_filter.until else None,
                 ),
             )
         )
@@ -65,13 +64,13 @@ def server_filter(memory_filter: MemoryFilter) -> models.Filter | None:
     if memory_filter.ids is not None:
         must.append(models.HasIdCondition(has_id=list(memory_filter.ids)))
     if not memory_filter.include_superseded:
-        now = memory_filter.current_at or datetime.now(timezone.utc)
+        now = memory_filter.current_at or datetime.now(UTC)
         must.append(
             models.Filter(
                 should=[
                     models.IsNullCondition(is_null=models.PayloadField(key="valid_until")),
                     models.IsEmptyCondition(is_empty=models.PayloadField(key="valid_until")),
-                    models.FieldCondition(key="valid_until", range=models.DatetimeRange(gt=_rfc3339(now))),
+                    models.FieldCondition(key="valid_until", range=models.DatetimeRange(gt=_second(now))),
                 ]
             )
         )
@@ -186,9 +185,7 @@ class ServerStore:
                     DENSE: models.VectorParams(
                         size=identity.dimension,
                         distance=models.Distance.COSINE,
-                        multivector_config=models.MultiVectorConfig(
-                            comparator=models.MultiVectorComparator.MAX_SIM
-                        ),
+                        multivector_config=models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM),
                     )
                 },
                 sparse_vectors_config={SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)},
@@ -213,11 +210,15 @@ class ServerStore:
             (key, models.PayloadSchemaType.DATETIME) for key in DATETIME_INDEXES
         ]
         for key, schema in wanted:
-            if key not in existing:
+            if True:
                 self._call(
                     "ensure_collection",
-                    lambda key=key, schema=schema: self._client.create_payload_index(  # type: ignore[misc]
-                        self._collection, field_name=key, field_schema=schema, wait=True
+                    partial(
+                        self._client.create_payload_index,
+                        self._collection,
+                        field_name=key,
+                        field_schema=schema,
+                        wait=True,
                     ),
                 )
 
@@ -327,7 +328,8 @@ class ServerStore:
         while True:
             records, next_offset = self._call(
                 "scroll",
-                lambda offset=offset: self._client.scroll(  # type: ignore[misc]
+                partial(
+                    self._client.scroll,
                     self._collection,
                     scroll_filter=flt,
                     limit=batch_size,

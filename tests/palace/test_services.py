@@ -228,3 +228,18 @@ def test_it_never_reuses_an_id_after_a_delete(palace: Palace) -> None:
     services.delete(ids=[first["id"]], reason="test", confirm=True)
     second = services.store(**memory("one"))
     assert second["id"] > first["id"]
+
+
+def test_it_rebuilds_the_store_from_the_journal(palace: Palace) -> None:
+    batch = services.store_batch(items=[memory("first"), memory("second"), memory("third")])
+    first, second, third = (item["memory"]["id"] for item in batch["items"])
+    corrected = services.supersede(supersedes=[first], reason="fix", **memory("first, corrected"))["memory"]["id"]
+    services.delete(ids=[third], reason="gone", confirm=True)
+    before = selectors.recall(ids=[first, second, third, corrected])
+    result = services.rebuild()
+    assert result["entries_replayed"] == 3
+    assert "before-rebuild" in result["previous_store"]
+    after = selectors.recall(ids=[first, second, third, corrected])
+    assert after == before
+    assert after["missing"] == [third]
+    assert [hit["id"] for hit in selectors.find(query="first corrected", limit=1)["results"]] == [corrected]

@@ -1,0 +1,104 @@
+"""The root ASGI app: host/origin guard, lifespan, /mcp to Streamable HTTP, the rest to Django."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+import anyio.to_thread
+from django.core.asgi import get_asgi_application
+from mcp.server.transport_security import TransportSecuritySettings
+
+from mcpserver.server import build_server, open_palace
+from palace import runtime
+from palace.errors import PalaceError
+from palace.http import guard_verdict
+
+logger = logging.getLogger(__name__)
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+MCP_PATH = "/mcp"
+# 256 memories of 32 KB each, JSON-escaped, with room to spare.
+MAX_MCP_BODY_BYTES = 40 * 1024 * 1024
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", ()):
+        if key.lower() == name:
+            return bytes(value).decode("latin-1")
+    return None
+
+
+async def _refuse(send: Send, status: int, reason: str) -> None:
+    body = reason.encode("utf-8")
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(body)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class PalazzoApplication:
+    """Plain ASGI callable at the top of the stack (Django's handler cannot take lifespan)."""
+
+    def __init__(self, *, django_app: ASGIApp | None = None, stateless: bool = False) -> None:
+        self.django_app: ASGIApp = django_app or get_asgi_application()
+        self.mcp = build_server()
+        # The guard below is palazzo's DNS-rebinding protection for every route; the SDK's own is off.
+        self.mcp_app: ASGIApp = self.mcp.streamable_http_app(
+            streamable_http_path=MCP_PATH,
+            stateless_http=stateless,
+            max_request_body_size=MAX_MCP_BODY_BYTES,
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] in ("http", "websocket"):
+            verdict = guard_verdict(_header(scope, b"host"), _header(scope, b"origin"))
+            if verdict is not None:
+                status, reason = verdict
+                if scope["type"] == "websocket":
+                    await send({"type": "websocket.close", "code": 1008, "reason": reason})
+                    return
+                await _refuse(send, status, reason)
+                return
+        path = scope.get("path", "")
+        if path == MCP_PATH or path.startswith(MCP_PATH + "/"):
+            if path != MCP_PATH:
+                scope = dict(scope, path=MCP_PATH)
+            await self.mcp_app(scope, receive, send)
+            return
+        await self.django_app(scope, receive, send)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        message = await receive()
+        if message["type"] != "lifespan.startup":
+            return
+        try:
+            # Open the palace before accepting traffic, so a locked store fails start-up clearly.
+            await anyio.to_thread.run_sync(open_palace)
+        except PalaceError as exc:
+            await send({"type": "lifespan.startup.failed", "message": f"palazzo cannot start: {exc}"})
+            return
+        except Exception as exc:
+            logger.exception("palazzo could not open the palace")
+            await send({"type": "lifespan.startup.failed", "message": f"palazzo cannot start: {exc}"})
+            return
+        async with self.mcp.session_manager.run():
+            await send({"type": "lifespan.startup.complete"})
+            while (await receive())["type"] != "lifespan.shutdown":
+                pass
+        await anyio.to_thread.run_sync(runtime.close_palace)
+        await send({"type": "lifespan.shutdown.complete"})

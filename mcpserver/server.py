@@ -1,0 +1,299 @@
+"""The palazzo MCP server: the palace tools, the wake-up prompt and resource, one error and usage wrapper."""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, cast
+
+import anyio.to_thread
+from django.conf import settings
+from django.db import close_old_connections, connection
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError
+from mcp.server.mcpserver.prompts import Prompt
+from mcp.server.mcpserver.resources import FunctionResource
+from mcp.server.mcpserver.tools import Tool
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
+from mcp_types import CallToolResult, TextContent
+from pydantic import BaseModel, ConfigDict
+
+from mcpserver import models
+from mcpserver.tools import TOOLS, ToolSpec
+from palace.errors import InvalidInput, PalaceError
+from palace.gain import record_usage
+from palazzo_site import __version__
+from palazzo_site.environment import PalazzoEnvironment
+
+logger = logging.getLogger(__name__)
+
+WAKE_UP_URI = "palace://wake-up"
+CONTEXT_KWARG = "_palazzo_mcp_context"
+
+
+def instructions(env: PalazzoEnvironment) -> str:
+    """The server instructions clients show the model."""
+    writes = (
+        "This server is read-only: only the read tools are available."
+        if env.read_only
+        else (
+            "Write: palace_store (one memory; an identical text returns the existing memory), "
+            "palace_store_batch (1-256), palace_supersede (correct out-of-date memories, keeping history), "
+            "palace_delete and palace_delete_by_filter (permanent; only with the operator's explicit approval, "
+            "confirm=true, dry_run first for filters)."
+        )
+    )
+    return (
+        "palazzo is a long-term memory palace shared by your sessions: verbatim memories filed by wing (area: "
+        f"{', '.join(env.wings)}), room (free-text topic), hall (kind: {', '.join(env.halls)}) and category "
+        f"({', '.join(env.categories)}), searched by meaning. "
+        f"At session start read the wake-up context (prompt wake_up or resource {WAKE_UP_URI}) or call "
+        "palace_status. Before answering from memory, palace_find; palace_recall fetches known ids; "
+        "palace_taxonomy lists rooms in use; palace_check_duplicate tests a text before storing; palace_gain "
+        f"reports token savings. {writes} Superseded memories are hidden from palace_find unless "
+        "include_superseded=true. Errors name the field and the rule; nothing is written when a call fails."
+    )
+
+
+class _RawArguments(ArgModelBase):
+    """Accepts any arguments unchanged: the palace validates and names the field and the rule."""
+
+    model_config = ConfigDict(extra="allow", arbitrary_types_allowed=True)
+
+    def model_dump_one_level(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class PalaceWarmup:
+    """Loads the model and opens the palace in a background thread; tool calls wait for it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._started = False
+        self._done = threading.Event()
+
+    def start(self) -> None:
+        with self._lock:
+            if self._started:
+                return
+            self._started = True
+        threading.Thread(target=self._run, name="palace-warmup", daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            open_palace()
+        except PalaceError as exc:
+            logger.error("%s", exc)
+        except Exception:
+            logger.exception("could not open the palace")
+        finally:
+            self._done.set()
+
+    def wait(self) -> None:
+        """Block until the background opening finished (at once when none was started)."""
+        if self._started:
+            self._done.wait()
+
+
+def open_palace() -> None:
+    """Load the model and open the palace (replaying the journal); raises PalaceError. Call off the loop."""
+    from palace import runtime  # numpy and the store bindings: loaded off the start-up path
+
+    close_old_connections()
+    try:
+        runtime.get_palace()
+    finally:
+        connection.close()
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one recorded palace call produced: JSON text and data, or an error message."""
+
+    ok: bool
+    text: str
+    data: dict[str, Any] | None = None
+
+
+def run_recorded(
+    *,
+    operation: str,
+    tool: str,
+    work: Callable[[], dict[str, Any]],
+    output_model: type[BaseModel],
+    warmup: PalaceWarmup,
+    items: int = 1,
+    added_by: str = "",
+) -> Outcome:
+    """The single wrapper (runs in a worker thread): call the palace, map PalaceError, record usage."""
+    warmup.wait()
+    close_old_connections()
+    started = time.perf_counter()
+    try:
+        try:
+            data = output_model.model_validate(work()).model_dump(mode="json")
+            outcome = Outcome(ok=True, text=json.dumps(data, ensure_ascii=False), data=data)
+        except PalaceError as exc:
+            outcome = Outcome(ok=False, text=str(exc))
+        except Exception:
+            logger.exception("%s failed", tool)
+            outcome = Outcome(ok=False, text=f"{tool} failed unexpectedly; the server log has the details")
+        record_usage(
+            operation=operation,
+            tool=tool,
+            ok=outcome.ok,
+            exec_ms=(time.perf_counter() - started) * 1000.0,
+            bytes_out=len(outcome.text.encode("utf-8", errors="replace")),
+            items=items,
+            added_by=added_by,
+        )
+        return outcome
+    finally:
+        close_old_connections()
+
+
+def client_identity(ctx: Context[Any]) -> str:
+    """name/version from the MCP client's clientInfo: the added_by stamp of its writes."""
+    params = ctx.session.client_params
+    info = params.client_info if params is not None else None
+    if info is None or not info.name:
+        return "unknown-client"
+    return f"{info.name}/{info.version}" if info.version else info.name
+
+
+def _parse_arguments(spec: ToolSpec, schema: dict[str, Any], arguments: dict[str, Any]) -> dict[str, Any]:
+    """Refuse unknown keys; pass required ones as None when missing so the palace reports them."""
+    unknown = sorted(set(arguments) - set(schema["properties"]))
+    if unknown:
+        raise InvalidInput({key: ["is not a known field"] for key in unknown[:10]})
+    return {key: None for key in schema.get("required", ())} | arguments
+
+
+def _tool(spec: ToolSpec, env: PalazzoEnvironment, warmup: PalaceWarmup) -> Tool:
+    schema = spec.input_schema(env)
+
+    async def handler(**arguments: Any) -> CallToolResult:
+        ctx = cast(Context[Any], arguments.pop(CONTEXT_KWARG))
+        added_by = "" if spec.read_only else client_identity(ctx)
+
+        def work() -> dict[str, Any]:
+            return spec.call(_parse_arguments(spec, schema, arguments), added_by)
+
+        outcome = await anyio.to_thread.run_sync(
+            functools.partial(
+                run_recorded,
+                operation=spec.operation,
+                tool=spec.name,
+                work=work,
+                output_model=spec.output_model,
+                warmup=warmup,
+                items=spec.items(arguments),
+                added_by=added_by,
+            )
+        )
+        content = [TextContent(type="text", text=outcome.text)]
+        if outcome.ok:
+            return CallToolResult(content=content, structured_content=outcome.data)
+        return CallToolResult(content=content, is_error=True)
+
+    return Tool(
+        fn=handler,
+        name=spec.name,
+        title=spec.title,
+        description=spec.description,
+        parameters=schema,
+        fn_metadata=FuncMetadata(arg_model=_RawArguments, output_model=spec.output_model),
+        is_async=True,
+        context_kwarg=CONTEXT_KWARG,
+        annotations=spec.annotations(),
+    )
+
+
+def _wake_up_data() -> dict[str, Any]:
+    from palace import selectors
+
+    return {"status": selectors.status(), "recent": selectors.recent(count=settings.PALAZZO.wake_up_count)}
+
+
+async def _wake_up(tool: str, warmup: PalaceWarmup) -> Outcome:
+    return await anyio.to_thread.run_sync(
+        functools.partial(
+            run_recorded,
+            operation="wake_up",
+            tool=tool,
+            work=_wake_up_data,
+            output_model=models.WakeUp,
+            warmup=warmup,
+        )
+    )
+
+
+def build_server(*, env: PalazzoEnvironment | None = None, warm_up_in_background: bool = False) -> MCPServer[Any]:
+    """The MCP server over the process's palace; read-only deployments get the read tools only."""
+    env = env or settings.PALAZZO
+    warmup = PalaceWarmup()
+
+    @asynccontextmanager
+    async def lifespan(_server: MCPServer[Any]) -> AsyncIterator[dict[str, Any]]:
+        if warm_up_in_background:
+            warmup.start()
+        yield {}
+
+    specs = [spec for spec in TOOLS if spec.read_only or not env.read_only]
+    server: MCPServer[Any] = MCPServer(
+        name="palazzo",
+        title="palazzo memory palace",
+        version=__version__,
+        instructions=instructions(env),
+        tools=[_tool(spec, env, warmup) for spec in specs],
+        log_level=cast(Any, env.log_level),
+        lifespan=lifespan,
+    )
+
+    async def wake_up() -> str:
+        outcome = await _wake_up("prompt:wake_up", warmup)
+        if not outcome.ok:
+            raise ValueError(outcome.text)
+        return (
+            "Context from your memory palace at the start of this session: its status and the most recent "
+            "memories, as JSON. Use it to orient yourself; search with palace_find for anything else.\n\n"
+            + outcome.text
+        )
+
+    server.add_prompt(
+        Prompt.from_function(
+            wake_up,
+            name="wake_up",
+            title="Wake up with the palace",
+            description=(
+                "Session-start context: palace status and the most recent memories "
+                f"(the newest {env.wake_up_count}), to read before working."
+            ),
+        )
+    )
+
+    async def wake_up_resource() -> str:
+        outcome = await _wake_up(f"resource:{WAKE_UP_URI}", warmup)
+        if not outcome.ok:
+            raise ResourceError(outcome.text)
+        return outcome.text
+
+    server.add_resource(
+        FunctionResource.from_function(
+            wake_up_resource,
+            uri=WAKE_UP_URI,
+            name="wake-up",
+            title="Palace wake-up context",
+            description=(
+                f"JSON: palace status and the newest {env.wake_up_count} current memories; read at session start."
+            ),
+            mime_type="application/json",
+        )
+    )
+    return server

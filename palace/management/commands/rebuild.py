@@ -1,0 +1,22 @@
+"""python manage.py rebuild: recreate the vector store from the journal."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from palace import services
+from palace.errors import PalaceError
+
+
+class Command(BaseCommand):
+    help = "Recreate the vector store from the journal, re-embedding every memory with the configured model."
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            result = services.rebuild()
+        except PalaceError as exc:
+            raise CommandError(str(exc)) from None
+        self.stderr.write(json.dumps(result))

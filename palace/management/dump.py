@@ -1,0 +1,35 @@
+"""Shared body of the commands that print a read-only view of the palace."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from palace.errors import PalaceError
+
+
+class DumpCommand(BaseCommand):
+    """Print a selector's result as a table, or JSON with --json."""
+
+    selector: Callable[[], dict[str, Any]]
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            result = type(self).selector()
+        except PalaceError as exc:
+            raise CommandError(str(exc)) from None
+        if options["json"]:
+            self.stdout.write(json.dumps(result, indent=2))
+            return
+        for key, value in result.items():
+            if isinstance(value, dict):
+                self.stdout.write(f"{key}:")
+                for name, count in sorted(value.items(), key=lambda pair: -pair[1]):
+                    self.stdout.write(f"  {name:<32} {count:>8}")
+            else:
+                self.stdout.write(f"{key}: {value}")

@@ -1,0 +1,306 @@
+"""The palace tools end to end through the MCP SDK client, over stdio and over HTTP."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import pytest
+
+from palazzo_site.environment import DEFAULT_CATEGORIES, DEFAULT_HALLS, DEFAULT_WINGS
+from tests.mcpserver.conftest import Palazzo
+
+ALL_TOOLS = {
+    "palace_store",
+    "palace_store_batch",
+    "palace_find",
+    "palace_recall",
+    "palace_status",
+    "palace_taxonomy",
+    "palace_check_duplicate",
+    "palace_supersede",
+    "palace_delete",
+    "palace_delete_by_filter",
+    "palace_gain",
+}
+READ_TOOLS = {"palace_find", "palace_recall", "palace_status", "palace_taxonomy", "palace_check_duplicate", "palace_gain"}
+
+
+def memory(text: str, **overrides: Any) -> dict[str, Any]:
+    fields = {"text": text, "category": "technical", "wing": "projects", "room": "palazzo", "hall": "facts"}
+    return fields | overrides
+
+
+def unique(label: str) -> str:
+    return f"{label} {uuid.uuid4().hex}"
+
+
+def test_it_lists_the_eleven_tools_with_schemas_and_annotations(palazzo: Palazzo) -> None:
+    tools = {tool.name: tool for tool in palazzo.list_tools().tools}
+    assert set(tools) == ALL_TOOLS
+    for tool in tools.values():
+        assert tool.title and len(tool.description or "") > 150
+        assert tool.output_schema is not None and tool.output_schema["type"] == "object"
+        annotations = tool.annotations
+        assert annotations is not None and annotations.title == tool.title
+        assert annotations.read_only_hint is (tool.name in READ_TOOLS)
+        assert annotations.open_world_hint is False
+        assert annotations.idempotent_hint is not None and annotations.destructive_hint is not None
+        for name, schema in tool.input_schema["properties"].items():
+            assert schema.get("description"), f"{tool.name}.{name} has no description"
+    assert tools["palace_delete"].annotations.destructive_hint is True  # type: ignore[union-attr]
+    assert tools["palace_store"].annotations.destructive_hint is False  # type: ignore[union-attr]
+    store = tools["palace_store"].input_schema
+    assert store["required"] == ["text", "category", "wing", "room", "hall"]
+    assert store["properties"]["category"]["enum"] == list(DEFAULT_CATEGORIES)
+    assert store["properties"]["wing"]["enum"] == list(DEFAULT_WINGS)
+    assert store["properties"]["hall"]["enum"] == list(DEFAULT_HALLS)
+    assert store["properties"]["text"]["maxLength"] == 32 * 1024
+    assert "added_by" not in store["properties"]
+    limit = tools["palace_find"].input_schema["properties"]["limit"]
+    assert (limit["minimum"], limit["maximum"], limit["default"]) == (1, 20, 5)
+    items = tools["palace_store_batch"].input_schema["properties"]["items"]
+    assert (items["minItems"], items["maxItems"]) == (1, 256)
+    assert tools["palace_recall"].input_schema["properties"]["ids"]["maxItems"] == 100
+    assert tools["palace_supersede"].input_schema["properties"]["supersedes"]["maxItems"] == 50
+
+
+def test_it_stores_finds_recalls_counts_and_checks_a_memory(palazzo: Palazzo) -> None:
+    text = unique("The staging database runs PostgreSQL 16 on host db-stage-2")
+    stored = palazzo.ok("palace_store", memory(text))
+    assert stored["id"] >= 1_000_000_000
+    assert (stored["duplicate"], stored["duplicate_of"]) == (False, None)
+    found = palazzo.ok("palace_find", {"query": text, "limit": 3})
+    assert stored["id"] in [hit["id"] for hit in found["results"]]
+    assert found["count"] == len(found["results"]) <= 3
+    recalled = palazzo.ok("palace_recall", {"ids": [stored["id"]]})
+    assert [item["text"] for item in recalled["memories"]] == [text]
+    assert recalled["missing"] == []
+    assert palazzo.ok("palace_status")["total"] >= 1
+    check = palazzo.ok("palace_check_duplicate", {"text": text})
+    assert check["is_duplicate"] is True and check["same_text"] is True
+    assert check["closest"]["id"] == stored["id"]
+
+
+def test_it_returns_the_existing_memory_when_the_same_text_is_stored_again(palazzo: Palazzo) -> None:
+    text = unique("Deploys go out on Tuesdays")
+    first = palazzo.ok("palace_store", memory(text))
+    total = palazzo.total()
+    again = palazzo.ok("palace_store", memory(text, hall="decisions"))
+    assert again["id"] == first["id"]
+    assert again["duplicate"] is True and again["duplicate_of"] == first["id"]
+    assert palazzo.total() == total
+
+
+def test_it_filters_find_by_wing_room_and_hall(palazzo: Palazzo) -> None:
+    room = unique("room").replace(" ", "-")[:40]
+    text = unique("The VPN gateway certificate expires in March")
+    stored = palazzo.ok("palace_store", memory(text, wing="infrastructure", room=room, hall="events"))
+    hits = palazzo.ok("palace_find", {"query": text, "wing": "infrastructure", "room": room, "hall": "events"})
+    assert [hit["id"] for hit in hits["results"]] == [stored["id"]]
+    other = palazzo.ok("palace_find", {"query": text, "wing": "infrastructure", "room": room, "hall": "facts"})
+    assert other["results"] == []
+
+
+def test_it_filters_find_by_since_and_until(palazzo: Palazzo) -> None:
+    text = unique("Backups are verified every night at 02:00")
+    stored = palazzo.ok("palace_store", memory(text))
+    future = palazzo.ok("palace_find", {"query": text, "since": "2100-01-01T00:00:00Z"})
+    assert future == {"results": [], "count": 0}
+    window = palazzo.ok("palace_find", {"query": text, "since": "2020-01-01T00:00:00Z", "until": "2100-01-01T00:00:00Z"})
+    assert stored["id"] in [hit["id"] for hit in window["results"]]
+    past = palazzo.ok("palace_find", {"query": text, "until": "2020-01-01T00:00:00Z"})
+    assert stored["id"] not in [hit["id"] for hit in past["results"]]
+
+
+def test_it_still_finds_a_fresh_memory_with_recency_ranking(palazzo: Palazzo) -> None:
+    text = unique("The on-call rotation changes every Monday")
+    stored = palazzo.ok("palace_store", memory(text))
+    hits = palazzo.ok("palace_find", {"query": text, "recency_half_life_days": 1})
+    assert hits["results"][0]["id"] == stored["id"]
+
+
+def test_it_rejects_a_time_that_is_not_rfc3339(palazzo: Palazzo) -> None:
+    message = palazzo.error("palace_find", {"query": "anything", "since": "not-a-date"})
+    assert "since" in message and "RFC3339" in message
+
+
+def test_it_supersedes_and_hides_the_old_memory_unless_asked(palazzo: Palazzo) -> None:
+    old_text = unique("The API runs on port 8080")
+    old = palazzo.ok("palace_store", memory(old_text))
+    new_text = unique("The API runs on port 9090 since the migration")
+    result = palazzo.ok(
+        "palace_supersede", memory(new_text, supersedes=[old["id"]], reason="port changed in the migration")
+    )
+    new_id = result["memory"]["id"]
+    assert new_id != old["id"]
+    assert result["memory"]["supersedes"] == [old["id"]]
+    assert result["marked"][0]["id"] == old["id"] and result["marked"][0]["ok"] is True
+    default = [hit["id"] for hit in palazzo.ok("palace_find", {"query": old_text, "limit": 20})["results"]]
+    assert new_id in default and old["id"] not in default
+    archaeology = palazzo.ok("palace_find", {"query": old_text, "limit": 20, "include_superseded": True})
+    assert old["id"] in [hit["id"] for hit in archaeology["results"]]
+    recalled = palazzo.ok("palace_recall", {"ids": [old["id"]]})["memories"][0]
+    assert recalled["valid_until"] is not None
+    assert recalled["superseded_by"] == new_id
+    assert recalled["superseded_reason"] == "port changed in the migration"
+
+    alpha, beta = unique("alpha fact"), unique("beta fact")
+    batch = palazzo.ok(
+        "palace_store_batch", {"items": [memory(alpha), memory(beta), memory(new_text, hall="events")]}
+    )
+    items = batch["items"]
+    assert [item["status"] for item in items] == ["stored", "stored", "duplicate"]
+    assert items[0]["duplicate_of"] is None and items[1]["duplicate_of"] is None
+    assert items[2]["duplicate_of"] == new_id and items[2]["memory"]["id"] == new_id
+    assert batch["counts"] == {"stored": 2, "duplicates_returned": 1, "skipped_duplicates": 0, "failed": 0}
+    recalled_alpha = palazzo.ok("palace_recall", {"ids": [items[0]["memory"]["id"]]})
+    assert recalled_alpha["memories"][0]["text"] == alpha
+
+
+def test_it_reports_each_failed_batch_item_and_stores_the_rest(palazzo: Palazzo) -> None:
+    good = unique("gamma fact")
+    batch = palazzo.ok("palace_store_batch", {"items": [memory(good), memory("", wing="nowhere")], "skip_duplicates": True})
+    assert [item["status"] for item in batch["items"]] == ["stored", "failed"]
+    assert "wing" in batch["items"][1]["error"] and "text" in batch["items"][1]["error"]
+    assert batch["counts"]["failed"] == 1
+
+
+def test_it_stamps_added_by_from_the_client_info(palazzo: Palazzo) -> None:
+    stored = palazzo.ok("palace_store", memory(unique("Client stamping works")))
+    assert stored["added_by"] == "palazzo-tests/1.2.3"
+    recalled = palazzo.ok("palace_recall", {"ids": [stored["id"]]})["memories"][0]
+    assert recalled["added_by"] == "palazzo-tests/1.2.3"
+    message = palazzo.error("palace_store", memory(unique("forged"), added_by="someone-else/9"))
+    assert "added_by" in message
+
+
+def test_it_round_trips_taxonomy_deletes_and_gain(palazzo: Palazzo) -> None:
+    room = unique("trash").replace(" ", "-")[:40]
+    kept = palazzo.ok("palace_store", memory(unique("keep me"), room=room))
+    doomed = palazzo.ok("palace_store", memory(unique("delete me"), room=room))
+    taxonomy = palazzo.ok("palace_taxonomy")
+    assert taxonomy["rooms"][room] == 2 and set(taxonomy) == {"wings", "rooms", "halls", "categories"}
+
+    deleted = palazzo.ok("palace_delete", {"ids": [doomed["id"]], "reason": "operator approved: test", "confirm": True})
+    assert deleted["counts"] == {"deleted": 1, "missing": 0}
+    assert palazzo.ok("palace_recall", {"ids": [doomed["id"]]})["missing"] == [doomed["id"]]
+    again = palazzo.ok("palace_delete", {"ids": [doomed["id"]], "reason": "operator approved: test", "confirm": True})
+    assert again["counts"] == {"deleted": 0, "missing": 1}
+
+    dry = palazzo.ok(
+        "palace_delete_by_filter", {"room": room, "reason": "operator approved: test", "confirm": True, "dry_run": True}
+    )
+    assert (dry["matched_count"], dry["deleted_count"]) == (1, 0)
+    assert dry["sample"][0]["id"] == kept["id"]
+    mismatch = palazzo.error(
+        "palace_delete_by_filter",
+        {"room": room, "reason": "operator approved: test", "confirm": True, "expected_count": 5},
+    )
+    assert "expected_count" in mismatch
+    done = palazzo.ok(
+        "palace_delete_by_filter",
+        {"room": room, "reason": "operator approved: test", "confirm": True, "expected_count": 1},
+    )
+    assert done["deleted_count"] == 1
+    assert palazzo.ok("palace_recall", {"ids": [kept["id"]]})["missing"] == [kept["id"]]
+
+    gain = palazzo.ok("palace_gain")
+    assert gain["estimate"] == "estimate@v1"
+    assert {"store", "delete", "delete_by_filter", "taxonomy"} <= set(gain["per_operation"])
+    assert palazzo.ok("palace_gain", {"since": "2100-01-01T00:00:00Z"})["totals"]["calls"] == 0
+
+
+def test_it_records_usage_for_every_call_including_failures(palazzo: Palazzo) -> None:
+    before = palazzo.ok("palace_gain")["per_operation"].get("recall", {"calls": 0, "failed": 0})
+    palazzo.ok("palace_recall", {"ids": [1_000_000_000]})
+    palazzo.error("palace_recall", {"ids": []})
+    after = palazzo.ok("palace_gain")["per_operation"]["recall"]
+    assert after["calls"] == before["calls"] + 2
+    assert after["failed"] == before["failed"] + 1
+
+
+INVALID_CALLS: list[tuple[str, str, dict[str, Any], tuple[str, ...]]] = [
+    ("text-over-32kb", "palace_store", memory("x" * (32 * 1024 + 1)), ("text", "32768")),
+    ("batch-257-items", "palace_store_batch", {"items": [memory(f"item {i}") for i in range(257)]}, ("items", "256")),
+    ("batch-empty", "palace_store_batch", {"items": []}, ("items", "empty")),
+    ("recall-101-ids", "palace_recall", {"ids": list(range(1_000_000_000, 1_000_000_101))}, ("ids", "100")),
+    (
+        "supersede-51-ids",
+        "palace_supersede",
+        memory("corrected", supersedes=list(range(1_000_000_000, 1_000_000_051)), reason="r"),
+        ("supersedes", "50"),
+    ),
+    ("find-limit-0", "palace_find", {"query": "q", "limit": 0}, ("limit", "between 1 and 20")),
+    ("find-limit-21", "palace_find", {"query": "q", "limit": 21}, ("limit", "between 1 and 20")),
+    ("find-bad-rfc3339", "palace_find", {"query": "q", "until": "2026-13-45"}, ("until", "RFC3339")),
+    ("store-unknown-wing", "palace_store", memory("w", wing="atlantis"), ("wing", "atlantis", "projects")),
+    ("store-unknown-hall", "palace_store", memory("h", hall="attic"), ("hall", "attic")),
+    ("find-unknown-category", "palace_find", {"query": "q", "category": "gossip"}, ("category", "gossip")),
+    ("store-missing-room", "palace_store", {k: v for k, v in memory("r").items() if k != "room"}, ("room", "required")),
+    ("store-wrong-type", "palace_store", memory(42), ("text", "string")),
+    ("store-unknown-field", "palace_store", memory("u", colour="blue"), ("colour", "not a known field")),
+    ("delete-without-confirm", "palace_delete", {"ids": [1_000_000_000], "reason": "cleanup"}, ("confirm", "true")),
+    (
+        "delete-confirm-false",
+        "palace_delete",
+        {"ids": [1_000_000_000], "reason": "cleanup", "confirm": False},
+        ("confirm", "true"),
+    ),
+    (
+        "delete-by-filter-without-confirm",
+        "palace_delete_by_filter",
+        {"wing": "projects", "reason": "cleanup", "dry_run": False},
+        ("confirm",),
+    ),
+    (
+        "delete-by-filter-empty-filter",
+        "palace_delete_by_filter",
+        {"reason": "cleanup", "confirm": True, "dry_run": True},
+        ("filter is empty",),
+    ),
+    ("gain-bad-since", "palace_gain", {"since": "yesterday"}, ("since", "RFC3339")),
+]
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "expected"),
+    [case[1:] for case in INVALID_CALLS],
+    ids=[case[0] for case in INVALID_CALLS],
+)
+def test_it_refuses_invalid_input_with_an_error_result_and_writes_nothing(
+    palazzo: Palazzo, tool: str, arguments: dict[str, Any], expected: tuple[str, ...]
+) -> None:
+    anchor = palazzo.ok("palace_store", memory("anchor memory that invalid calls must not touch"))
+    total = palazzo.total()
+    if tool == "palace_delete":
+        arguments = arguments | {"ids": [anchor["id"]]}
+    message = palazzo.error(tool, arguments)
+    for fragment in expected:
+        assert fragment in message, f"{fragment!r} not in {message!r}"
+    assert "Traceback" not in message
+    assert palazzo.total() == total
+    assert palazzo.ok("palace_recall", {"ids": [anchor["id"]]})["missing"] == []
+
+
+def test_it_keeps_serving_after_an_unknown_tool(palazzo: Palazzo) -> None:
+    message = palazzo.error("palace_teleport", {})
+    assert "palace_teleport" in message
+    assert palazzo.total() >= 0
+
+
+def test_it_offers_the_wake_up_prompt_and_resource(palazzo: Palazzo) -> None:
+    text = unique("Wake-up memories show the newest first")
+    palazzo.ok("palace_store", memory(text))
+    prompts = palazzo.portal.call(palazzo.client.list_prompts).prompts
+    assert "wake_up" in [prompt.name for prompt in prompts]
+    prompt = palazzo.portal.call(palazzo.client.get_prompt, "wake_up")
+    assert text in prompt.messages[0].content.text  # type: ignore[union-attr]
+    resources = palazzo.portal.call(palazzo.client.list_resources).resources
+    assert "palace://wake-up" in [str(resource.uri) for resource in resources]
+    read = palazzo.portal.call(palazzo.client.read_resource, "palace://wake-up")
+    context = json.loads(read.contents[0].text)  # type: ignore[union-attr]
+    assert context["status"]["total"] >= 1
+    assert context["recent"][0]["text"] == text
+    assert palazzo.client.instructions and "palace_find" in palazzo.client.instructions

@@ -1,0 +1,70 @@
+"""Settings come from the environment in one place and fail loudly on bad values."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from palazzo_site.environment import DEFAULT_WINGS, EnvironmentError_, read_environment
+
+
+def test_it_uses_the_documented_defaults() -> None:
+    env = read_environment({"PALAZZO_DATA_DIR": "/tmp/palazzo-defaults"})
+    assert env.collection == "claude-memory"
+    assert env.qdrant_url is None
+    assert env.bind == "127.0.0.1:6334"
+    assert env.allowed_hosts == ("localhost", "127.0.0.1", "::1")
+    assert env.embed_backend == "fastembed"
+    assert env.wal_path == Path("/tmp/palazzo-defaults/wal.jsonl")
+    assert env.wings == DEFAULT_WINGS
+    assert env.gain_enabled is True and env.read_only is False
+
+
+def test_it_reads_every_variable() -> None:
+    env = read_environment({
+        "PALAZZO_DATA_DIR": "/srv/p", "QDRANT_URL": "http://q:6333/", "QDRANT_API_KEY": "k", "COLLECTION": "c",
+        "PALAZZO_WAL": "/srv/wal.jsonl", "PALAZZO_BIND": "0.0.0.0:9000", "PALAZZO_ALLOWED_HOSTS": "a.example, b",
+        "PALAZZO_EMBED_BACKEND": "ollama", "OLLAMA_URL": "http://o:11434", "OLLAMA_MODEL": "m",
+        "PALAZZO_EMBED_THREADS": "3", "PALAZZO_USAGE_LOG": "/srv/u.jsonl", "PALAZZO_GAIN_ENABLED": "off",
+        "PALAZZO_LOG_LEVEL": "DEBUG", "PALAZZO_WINGS": "home,work", "PALAZZO_READ_ONLY": "yes",
+    })
+    assert env.qdrant_url == "http://q:6333" and env.qdrant_api_key == "k" and env.collection == "c"
+    assert env.allowed_hosts == ("a.example", "b")
+    assert env.embed_backend == "ollama" and env.embed_threads == 3
+    assert env.usage_log == Path("/srv/u.jsonl") and env.gain_enabled is False
+    assert env.log_level == "DEBUG" and env.wings == ("home", "work") and env.read_only is True
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "rule"),
+    [
+        ("QDRANT_URL", "localhost:6333", "http://"),
+        ("PALAZZO_BIND", "6334", "HOST:PORT"),
+        ("PALAZZO_BIND", "127.0.0.1:99999", "HOST:PORT"),
+        ("PALAZZO_EMBED_BACKEND", "openai", "fastembed, ollama"),
+        ("PALAZZO_EMBED_THREADS", "many", "whole number"),
+        ("PALAZZO_EMBED_THREADS", "0", ">= 1"),
+        ("PALAZZO_GAIN_ENABLED", "maybe", "true/false"),
+        ("PALAZZO_LOG_LEVEL", "loud", "debug, info"),
+        ("PALAZZO_WINGS", "a,a", "unique"),
+        ("PALAZZO_QDRANT_TIMEOUT", "-1", "> 0"),
+    ],
+)
+def test_it_fails_loudly_naming_the_variable(name: str, value: str, rule: str) -> None:
+    with pytest.raises(EnvironmentError_) as caught:
+        read_environment({name: value})
+    assert name in str(caught.value) and rule in str(caught.value)
+
+
+def test_it_refuses_to_start_django_with_a_bad_value(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        env={"PATH": "/usr/bin:/bin", "PALAZZO_DATA_DIR": str(tmp_path), "PALAZZO_BIND": "nope"},
+        capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2], timeout=60,
+    )
+    assert result.returncode != 0
+    assert "PALAZZO_BIND='nope' is invalid" in result.stderr
