@@ -17,20 +17,62 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-SUBJECTS = ["the NAS", "the blog", "Alice", "the k8s cluster", "the CI pipeline", "the router", "Bob", "the backup job",
-            "the database", "the mobile app", "the invoice service", "the VPN", "our team", "the laptop", "the API"]
-VERBS = ["runs on", "was moved to", "depends on", "prefers", "broke because of", "was upgraded to", "talks to",
-         "is monitored by", "replaced", "is scheduled with", "needs", "was rolled back from"]
-OBJECTS = ["ZFS with raidz2", "Hugo instead of WordPress", "green tea", "PostgreSQL 16", "a nightly cron at 02:00",
-           "WireGuard on port 51820", "Grafana dashboards", "an ARM board", "the staging cluster", "Redis streams",
-           "a 4 TB disk", "the new TLS certificate", "Python 3.12", "a feature flag", "the offsite box"]
+SUBJECTS = [
+    "the NAS",
+    "the blog",
+    "Alice",
+    "the k8s cluster",
+    "the CI pipeline",
+    "the router",
+    "Bob",
+    "the backup job",
+    "the database",
+    "the mobile app",
+    "the invoice service",
+    "the VPN",
+    "our team",
+    "the laptop",
+    "the API",
+]
+VERBS = [
+    "runs on",
+    "was moved to",
+    "depends on",
+    "prefers",
+    "broke because of",
+    "was upgraded to",
+    "talks to",
+    "is monitored by",
+    "replaced",
+    "is scheduled with",
+    "needs",
+    "was rolled back from",
+]
+OBJECTS = [
+    "ZFS with raidz2",
+    "Hugo instead of WordPress",
+    "green tea",
+    "PostgreSQL 16",
+    "a nightly cron at 02:00",
+    "WireGuard on port 51820",
+    "Grafana dashboards",
+    "an ARM board",
+    "the staging cluster",
+    "Redis streams",
+    "a 4 TB disk",
+    "the new TLS certificate",
+    "Python 3.12",
+    "a feature flag",
+    "the offsite box",
+]
 
 
 def make_texts(count: int, seed: int = 7) -> list[str]:
     """Distinct, memory-like sentences."""
     rng = random.Random(seed)
     return [
-        f"{rng.choice(SUBJECTS)} {rng.choice(VERBS)} {rng.choice(OBJECTS)} (note {i}, ticket #{rng.randint(100, 99999)})"
+        f"{rng.choice(SUBJECTS)} {rng.choice(VERBS)} {rng.choice(OBJECTS)} "
+        f"(note {i}, ticket #{rng.randint(100, 99999)})"
         for i in range(count)
     ]
 
@@ -77,7 +119,7 @@ def main() -> None:
     for start in range(0, len(sample), 256):
         palace.embedder.backend.embed_documents(sample[start : start + 256])
     raw_rate = len(sample) / (time.perf_counter() - started)
-    print(f"raw embedding (batches of 256): {raw_rate:8.1f} texts/s")
+    print(f"raw embedding (256/batch): {raw_rate:8.1f} texts/s")
 
     singles = take(args.singles)
     started = time.perf_counter()
@@ -95,20 +137,26 @@ def main() -> None:
         ]
         services.store_batch(items=items)
     batch_rate = len(batch_texts) / (time.perf_counter() - started)
-    print(f"store_batch (256 per call):     {batch_rate:8.1f} memories/s = {batch_rate / raw_rate:.2f}x raw embedding, "
-          f"{batch_rate / single_rate:.1f}x single store")
+    print(
+        f"store_batch (256 per call):     {batch_rate:8.1f} memories/s = {batch_rate / raw_rate:.2f}x raw embedding, "
+        f"{batch_rate / single_rate:.1f}x single store"
+    )
 
-    queries = [f"what {random.Random(i).choice(VERBS)} {random.Random(i + 1).choice(OBJECTS)}" for i in range(args.queries)]
+    queries = [
+        f"what {random.Random(i).choice(VERBS)} {random.Random(i + 1).choice(OBJECTS)}" for i in range(args.queries)
+    ]
     rooms = ["alpha", "beta", "gamma", "delta"]
     for size in sorted(args.sizes):
         missing = size - selectors.status()["total"]
         fill_started = time.perf_counter()
         while missing > 0:
             chunk = take(min(256, missing))
-            services.store_batch(items=[
-                {"text": text, "category": "technical", "wing": "projects", "room": rooms[i % 4], "hall": "facts"}
-                for i, text in enumerate(chunk)
-            ])
+            services.store_batch(
+                items=[
+                    {"text": text, "category": "technical", "wing": "projects", "room": rooms[i % 4], "hall": "facts"}
+                    for i, text in enumerate(chunk)
+                ]
+            )
             missing -= len(chunk)
         fill = time.perf_counter() - fill_started
         for variant, extra in (("plain", {}), ("filtered room", {"room": "beta"})):
@@ -117,8 +165,10 @@ def main() -> None:
                 started = time.perf_counter()
                 selectors.find(query=query, limit=5, **extra)
                 latencies.append((time.perf_counter() - started) * 1000)
-            print(f"find at {size:>7} memories ({variant:>13}): p50 {statistics.median(latencies):6.2f} ms  "
-                  f"p95 {percentile(latencies, 0.95):6.2f} ms  (filled in {fill:.0f} s)")
+            print(
+                f"find at {size:>7} memories ({variant:>13}): p50 {statistics.median(latencies):6.2f} ms  "
+                f"p95 {percentile(latencies, 0.95):6.2f} ms  (filled in {fill:.0f} s)"
+            )
     try:
         import resource
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+from typing import Any, cast
 
 import anyio.to_thread
 from django.core.asgi import get_asgi_application
@@ -51,7 +51,7 @@ class PalazzoApplication:
     """Plain ASGI callable at the top of the stack (Django's handler cannot take lifespan)."""
 
     def __init__(self, *, django_app: ASGIApp | None = None, stateless: bool = False) -> None:
-        self.django_app: ASGIApp = django_app or get_asgi_application()
+        self.django_app: ASGIApp = django_app or cast(ASGIApp, get_asgi_application())
         self.mcp = build_server()
         # The guard below is palazzo's DNS-rebinding protection for every route; the SDK's own is off.
         self.mcp_app: ASGIApp = self.mcp.streamable_http_app(

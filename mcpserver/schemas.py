@@ -50,7 +50,11 @@ def _tag(description: str) -> Schema:
 
 
 def _timestamp(description: str) -> Schema:
-    return {"type": "string", "format": "date-time", "description": f"{description} RFC3339 with a zone, e.g. {EXAMPLE}."}
+    return {
+        "type": "string",
+        "format": "date-time",
+        "description": f"{description} RFC3339 with a zone, e.g. {EXAMPLE}.",
+    }
 
 
 def _ids(description: str, maximum: int) -> Schema:
@@ -101,9 +105,7 @@ def filter_properties(env: PalazzoEnvironment) -> Schema:
         "hall": _enum("Only memories in this hall.", env.halls),
         "since": _timestamp("Only memories whose timestamp is at or after this moment."),
         "until": _timestamp("Only memories whose timestamp is at or before this moment."),
-        "include_superseded": _boolean(
-            "Also match memories replaced by palace_supersede (hidden by default)."
-        ),
+        "include_superseded": _boolean("Also match memories replaced by palace_supersede (hidden by default)."),
     }
 
 

@@ -21,7 +21,7 @@ from mcp.server.mcpserver.prompts import Prompt
 from mcp.server.mcpserver.resources import FunctionResource
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
-from mcp_types import CallToolResult, TextContent
+from mcp_types import CallToolResult, ContentBlock, TextContent
 from pydantic import BaseModel, ConfigDict
 
 from mcpserver import models
@@ -180,7 +180,7 @@ def _tool(spec: ToolSpec, env: PalazzoEnvironment, warmup: PalaceWarmup) -> Tool
 
     async def handler(**arguments: Any) -> CallToolResult:
         ctx = cast(Context[Any], arguments.pop(CONTEXT_KWARG))
-        added_by = "" if spec.read_only else client_identity(ctx)
+        added_by = client_identity(ctx)  # stamped on writes and on the usage event; reads ignore it
 
         def work() -> dict[str, Any]:
             return spec.call(_parse_arguments(spec, schema, arguments), added_by)
@@ -197,7 +197,7 @@ def _tool(spec: ToolSpec, env: PalazzoEnvironment, warmup: PalaceWarmup) -> Tool
                 added_by=added_by,
             )
         )
-        content = [TextContent(type="text", text=outcome.text)]
+        content: list[ContentBlock] = [TextContent(type="text", text=outcome.text)]
         if outcome.ok:
             return CallToolResult(content=content, structured_content=outcome.data)
         return CallToolResult(content=content, is_error=True)

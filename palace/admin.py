@@ -10,7 +10,7 @@ from django.http import HttpRequest
 from palace.models import JournalEntry, UsageEvent
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class ReadOnlyAdmin(admin.ModelAdmin):
     """Nobody adds, changes or deletes history."""
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -37,7 +37,17 @@ class JournalEntryAdmin(ReadOnlyAdmin):
 class UsageEventAdmin(ReadOnlyAdmin):
     """Every palace call with its gain estimate."""
 
-    list_display = ("id", "created_at", "operation", "tool", "ok", "exec_ms", "bytes_out", "estimated_tokens", "baseline_tokens")
+    list_display = (
+        "id",
+        "created_at",
+        "operation",
+        "tool",
+        "ok",
+        "exec_ms",
+        "bytes_out",
+        "estimated_tokens",
+        "baseline_tokens",
+    )
     list_filter = ("operation", "tool", "ok", "wing", "created_at")
     search_fields = ("operation", "tool", "added_by")
     date_hierarchy = "created_at"

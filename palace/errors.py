@@ -19,7 +19,7 @@ class InvalidInput(PalaceError):
         super().__init__("; ".join(f"{field}: {' '.join(messages)}" for field, messages in errors.items()))
 
     @classmethod
-    def single(cls, field: str, message: str) -> "InvalidInput":
+    def single(cls, field: str, message: str) -> InvalidInput:
         """Build the error for one field."""
         return cls({field: [message]})
 

@@ -159,7 +159,9 @@ class HalfLifeField(forms.Field):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValidationError("must be a number of days", code="type")
         if not math.isfinite(value) or value < 0:
-            raise ValidationError(f"must be a finite number of days >= 0 (0 turns recency off), got {value}", code="range")
+            raise ValidationError(
+                f"must be a finite number of days >= 0 (0 turns recency off), got {value}", code="range"
+            )
         return float(value)
 
 
@@ -186,7 +188,9 @@ class IdListField(forms.Field):
             if isinstance(item, bool) or not isinstance(item, int):
                 raise ValidationError(f"item {position} must be an integer id", code="type")
             if not FIRST_MEMORY_ID <= item <= MAX_MEMORY_ID:
-                raise ValidationError(f"item {position} ({item}) is not a memory id (ids are >= {FIRST_MEMORY_ID})", code="range")
+                raise ValidationError(
+                    f"item {position} ({item}) is not a memory id (ids are >= {FIRST_MEMORY_ID})", code="range"
+                )
             if item not in ids:
                 ids.append(item)
         return ids
@@ -226,7 +230,9 @@ class PalaceForm(forms.Form):
     def parsed(self) -> dict[str, Any]:
         """The cleaned data, or InvalidInput naming each bad field and its rule."""
         if not self.is_valid():
-            raise InvalidInput({field: [str(message) for message in messages] for field, messages in self.errors.items()})
+            raise InvalidInput(
+                {field: [str(message) for message in messages] for field, messages in self.errors.items()}
+            )
         return dict(self.cleaned_data)
 
 

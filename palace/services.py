@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections import Counter
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -29,6 +31,9 @@ from palace.timefmt import format_rfc3339, utc_now
 logger = logging.getLogger(__name__)
 
 SCHEMA_KEYS = ("text", "category", "wing", "room", "hall", "session", "source_file")
+# Serialises the check-then-write of every mutation in this process, so two concurrent stores of
+# one text cannot both pass the duplicate check (the embedded store has one writer process anyway).
+_write_lock = threading.RLock()
 
 
 def _memory_record(fields: dict[str, Any], *, memory_id: int, timestamp: str, added_by: str) -> dict[str, Any]:
@@ -92,12 +97,13 @@ def _apply(palace: Palace, entry: JournalEntry, vectors: Sequence[npt.NDArray[np
 def _journal_and_apply(
     palace: Palace, entry: JournalEntry, vectors: Sequence[npt.NDArray[np.float32]] | None = None
 ) -> None:
-    try:
-        _apply(palace, entry, vectors)
-    except Exception as exc:
-        journal.mark_failed(entry, str(exc))
-        raise
-    journal.mark_applied(entry)
+    with _write_lock:
+        try:
+            _apply(palace, entry, vectors)
+        except Exception as exc:
+            journal.mark_failed(entry, str(exc))
+            raise
+        journal.mark_applied(entry)
 
 
 def replay_pending(palace: Palace) -> int:
@@ -155,7 +161,9 @@ def store_batch(
     outcomes: list[dict[str, Any]] = []
     for index, item in enumerate(items):
         try:
-            fields = MemoryForm({k: v for k, v in item.items() if v is not None} if isinstance(item, dict) else item).parsed()
+            fields = MemoryForm(
+                {k: v for k, v in item.items() if v is not None} if isinstance(item, dict) else item
+            ).parsed()
         except InvalidInput as exc:
             if _single:
                 raise
@@ -165,6 +173,18 @@ def store_batch(
         cleaned.append(fields)
         outcomes.append({"index": index})
     palace = get_palace()
+    with _write_lock:
+        return _store_validated(palace, cleaned, outcomes, skip_duplicates=skip_duplicates, added_by=added_by)
+
+
+def _store_validated(
+    palace: Palace,
+    cleaned: list[dict[str, Any] | None],
+    outcomes: list[dict[str, Any]],
+    *,
+    skip_duplicates: bool,
+    added_by: str,
+) -> dict[str, Any]:
     valid_texts = [fields["text"] for fields in cleaned if fields is not None]
     existing = _existing_duplicates(palace, valid_texts)
     now = format_rfc3339(utc_now())
@@ -194,7 +214,7 @@ def store_batch(
             return {"memories": records}
 
         wings = Counter(cleaned[index]["wing"] for index in fresh)  # type: ignore[index]
-        entry, ids = journal.record_with_new_ids(
+        entry, _ids = journal.record_with_new_ids(
             operation=JournalEntry.Operation.STORE,
             count=len(fresh),
             build_payload=build,
@@ -252,6 +272,11 @@ def supersede(
         }
     ).parsed()
     palace = get_palace()
+    with _write_lock:
+        return _supersede_validated(palace, fields, added_by=added_by)
+
+
+def _supersede_validated(palace: Palace, fields: dict[str, Any], *, added_by: str) -> dict[str, Any]:
     old_ids: list[int] = fields["supersedes"]
     found = {point.id: point for point in palace.store.retrieve(old_ids)}
     if not found:
@@ -265,7 +290,7 @@ def supersede(
         record.update(valid_from=now, supersedes=targets)
         return {"memories": [record], "supersedes": targets, "reason": fields["reason"], "valid_until": now}
 
-    entry, ids = journal.record_with_new_ids(
+    entry, _ids = journal.record_with_new_ids(
         operation=JournalEntry.Operation.SUPERSEDE,
         count=1,
         build_payload=build,
@@ -292,7 +317,9 @@ def delete(*, ids: Any, reason: Any, confirm: Any, added_by: str = "") -> dict[s
     """Hard-delete memories by id after journaling their full records."""
     fields = DeleteForm({"ids": ids, "reason": reason, "confirm": confirm}).parsed()
     if not fields["confirm"]:
-        raise ConfirmationRequired.single("confirm", "must be true: deleting is permanent and needs the operator's approval")
+        raise ConfirmationRequired.single(
+            "confirm", "must be true: deleting is permanent and needs the operator's approval"
+        )
     palace = get_palace()
     points = palace.store.retrieve(fields["ids"])
     found = {point.id for point in points}
@@ -307,7 +334,8 @@ def delete(*, ids: Any, reason: Any, confirm: Any, added_by: str = "") -> dict[s
         )
         _journal_and_apply(palace, entry)
     outcomes = [
-        {"id": memory_id, "deleted": memory_id in found, "missing": memory_id not in found} for memory_id in fields["ids"]
+        {"id": memory_id, "deleted": memory_id in found, "missing": memory_id not in found}
+        for memory_id in fields["ids"]
     ]
     return {
         "deleted": outcomes,
@@ -347,7 +375,9 @@ def delete_by_filter(
     }
     fields = DeleteByFilterForm({key: value for key, value in raw.items() if value is not None}).parsed()
     if not fields["confirm"]:
-        raise ConfirmationRequired.single("confirm", "must be true: deleting is permanent and needs the operator's approval")
+        raise ConfirmationRequired.single(
+            "confirm", "must be true: deleting is permanent and needs the operator's approval"
+        )
     palace = get_palace()
     memory_filter = MemoryFilter(
         wing=fields["wing"] or None,
@@ -373,8 +403,13 @@ def delete_by_filter(
         "breakdown_by_wing": dict(Counter(p.payload.get("wing", "") for p in matched)),
         "breakdown_by_hall": dict(Counter(p.payload.get("hall", "") for p in matched)),
         "sample": [
-            {"id": p.id, "wing": p.payload.get("wing"), "room": p.payload.get("room"), "hall": p.payload.get("hall"),
-             "text_preview": preview(p.payload.get("text", ""))}
+            {
+                "id": p.id,
+                "wing": p.payload.get("wing"),
+                "room": p.payload.get("room"),
+                "hall": p.payload.get("hall"),
+                "text_preview": preview(p.payload.get("text", "")),
+            }
             for p in matched[:10]
         ],
         "reason": fields["reason"],
@@ -382,7 +417,9 @@ def delete_by_filter(
     if fields["dry_run"]:
         return summary
     if fields["expected_count"] is None:
-        raise InvalidInput.single("expected_count", "is required to delete: run with dry_run=true first and pass its matched_count")
+        raise InvalidInput.single(
+            "expected_count", "is required to delete: run with dry_run=true first and pass its matched_count"
+        )
     if fields["expected_count"] != len(matched):
         raise ExpectedCountMismatch(
             f"the filter matches {len(matched)} memories but expected_count is {fields['expected_count']}; "

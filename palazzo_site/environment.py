@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping, TypeVar
+from typing import TypeVar
 
 T = TypeVar("T")
 
@@ -14,7 +15,7 @@ DEFAULT_WINGS = ("projects", "infrastructure", "nexpublica", "personal", "career
 DEFAULT_HALLS = ("facts", "events", "decisions", "discoveries", "preferences")
 
 
-class EnvironmentError_(ValueError):
+class ConfigurationError(ValueError):
     """An environment variable holds a value palazzo cannot use."""
 
 
@@ -51,8 +52,8 @@ class PalazzoEnvironment:
     halls: tuple[str, ...] = field(default=DEFAULT_HALLS)
 
 
-def _fail(name: str, value: str, rule: str) -> EnvironmentError_:
-    return EnvironmentError_(f"{name}={value!r} is invalid: {rule}")
+def _fail(name: str, value: str, rule: str) -> ConfigurationError:
+    return ConfigurationError(f"{name}={value!r} is invalid: {rule}")
 
 
 def _boolean(name: str, raw: str) -> bool:

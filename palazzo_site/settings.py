@@ -9,11 +9,11 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from palazzo_site.environment import EnvironmentError_, read_environment
+from palazzo_site.environment import ConfigurationError, read_environment
 
 try:
     PALAZZO = read_environment()
-except EnvironmentError_ as exc:
+except ConfigurationError as exc:
     raise ImproperlyConfigured(str(exc)) from None
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -83,7 +83,7 @@ else:
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
-            "NAME": PALAZZO.data_dir / "palazzo.sqlite3",
+            "NAME": str(PALAZZO.data_dir / "palazzo.sqlite3"),
             "OPTIONS": {
                 # WAL lets the admin read while the server writes; NORMAL keeps commits durable
                 # against process crashes without an fsync per transaction.

@@ -6,4 +6,4 @@ import tempfile
 os.environ["PALAZZO_DATA_DIR"] = os.environ.get("PALAZZO_TEST_DATA_DIR") or tempfile.mkdtemp(prefix="palazzo-test-")
 os.environ.setdefault("PALAZZO_LOG_LEVEL", "warning")
 
-from palazzo_site.settings import *  # noqa: E402,F403
+from palazzo_site.settings import *  # noqa: F403

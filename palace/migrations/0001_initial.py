@@ -4,57 +4,78 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='IdAllocator',
+            name="IdAllocator",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('next_id', models.BigIntegerField(default=1000000000)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("next_id", models.BigIntegerField(default=1000000000)),
             ],
         ),
         migrations.CreateModel(
-            name='JournalEntry',
+            name="JournalEntry",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('applied_at', models.DateTimeField(blank=True, null=True)),
-                ('operation', models.CharField(choices=[('store', 'Store'), ('supersede', 'Supersede'), ('delete', 'Delete'), ('delete_by_filter', 'Delete By Filter')], db_index=True, max_length=32)),
-                ('status', models.CharField(choices=[('pending', 'Pending'), ('applied', 'Applied'), ('failed', 'Failed')], db_index=True, default='pending', max_length=16)),
-                ('memory_ids', models.JSONField(default=list, help_text='Ids of the memories this entry wrote or removed.')),
-                ('wing', models.CharField(blank=True, db_index=True, max_length=64)),
-                ('added_by', models.CharField(blank=True, max_length=200)),
-                ('reason', models.TextField(blank=True)),
-                ('payload', models.JSONField(help_text='Everything needed to redo the mutation.')),
-                ('error', models.TextField(blank=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("applied_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "operation",
+                    models.CharField(
+                        choices=[
+                            ("store", "Store"),
+                            ("supersede", "Supersede"),
+                            ("delete", "Delete"),
+                            ("delete_by_filter", "Delete By Filter"),
+                        ],
+                        db_index=True,
+                        max_length=32,
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[("pending", "Pending"), ("applied", "Applied"), ("failed", "Failed")],
+                        db_index=True,
+                        default="pending",
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "memory_ids",
+                    models.JSONField(default=list, help_text="Ids of the memories this entry wrote or removed."),
+                ),
+                ("wing", models.CharField(blank=True, db_index=True, max_length=64)),
+                ("added_by", models.CharField(blank=True, max_length=200)),
+                ("reason", models.TextField(blank=True)),
+                ("payload", models.JSONField(help_text="Everything needed to redo the mutation.")),
+                ("error", models.TextField(blank=True)),
             ],
             options={
-                'verbose_name_plural': 'journal entries',
-                'ordering': ['-id'],
+                "verbose_name_plural": "journal entries",
+                "ordering": ["-id"],
             },
         ),
         migrations.CreateModel(
-            name='UsageEvent',
+            name="UsageEvent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('operation', models.CharField(db_index=True, max_length=32)),
-                ('tool', models.CharField(blank=True, db_index=True, max_length=64)),
-                ('ok', models.BooleanField(default=True)),
-                ('exec_ms', models.FloatField()),
-                ('bytes_out', models.PositiveIntegerField(default=0)),
-                ('estimated_tokens', models.PositiveIntegerField(default=0)),
-                ('baseline_tokens', models.PositiveIntegerField(default=0)),
-                ('wing', models.CharField(blank=True, db_index=True, max_length=64)),
-                ('added_by', models.CharField(blank=True, max_length=200)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("operation", models.CharField(db_index=True, max_length=32)),
+                ("tool", models.CharField(blank=True, db_index=True, max_length=64)),
+                ("ok", models.BooleanField(default=True)),
+                ("exec_ms", models.FloatField()),
+                ("bytes_out", models.PositiveIntegerField(default=0)),
+                ("estimated_tokens", models.PositiveIntegerField(default=0)),
+                ("baseline_tokens", models.PositiveIntegerField(default=0)),
+                ("wing", models.CharField(blank=True, db_index=True, max_length=64)),
+                ("added_by", models.CharField(blank=True, max_length=200)),
             ],
             options={
-                'ordering': ['-id'],
+                "ordering": ["-id"],
             },
         ),
     ]

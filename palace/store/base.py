@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Iterator, Protocol, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -45,9 +46,22 @@ class MemoryFilter:
 
     def is_empty(self) -> bool:
         """True when no condition narrows the palace."""
-        return not any(
-            (self.wing, self.category, self.room, self.hall, self.session, self.since, self.until, self.ids, self.text_hashes)
-        ) and self.include_superseded
+        return (
+            not any(
+                (
+                    self.wing,
+                    self.category,
+                    self.room,
+                    self.hall,
+                    self.session,
+                    self.since,
+                    self.until,
+                    self.ids,
+                    self.text_hashes,
+                )
+            )
+            and self.include_superseded
+        )
 
 
 @dataclass

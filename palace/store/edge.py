@@ -6,11 +6,13 @@ import json
 import logging
 import os
 import socket
+import sys
 import threading
 import time
-from datetime import datetime, timezone
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -36,7 +38,7 @@ HOLDER_FILE = "holder.json"
 
 
 def _rfc3339(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def edge_filter(memory_filter: MemoryFilter) -> qe.Filter | None:
@@ -61,7 +63,7 @@ def edge_filter(memory_filter: MemoryFilter) -> qe.Filter | None:
     if memory_filter.ids is not None:
         must.append(qe.HasIdCondition(set(memory_filter.ids)))
     if not memory_filter.include_superseded:
-        now = memory_filter.current_at or datetime.now(timezone.utc)
+        now = memory_filter.current_at or datetime.now(UTC)
         must.append(
             qe.Filter(
                 should=[
@@ -131,7 +133,7 @@ class EdgeStore:
             else:
                 self._shard = qe.EdgeShard.create(str(self._path), self._config(identity))
         except Exception as exc:  # the binding raises plain OSError/RuntimeError subclasses
-            if "WouldBlock" in str(exc) or "lock" in str(exc).lower():
+            if "WouldBlock" in str(exc) or "temporarily unavailable" in str(exc).lower():
                 raise StoreLocked(
                     f"the embedded palace at {self._path} is already open in {self._holder_description()}; "
                     "the embedded store allows one process: stop that process, send work to it "
@@ -139,7 +141,7 @@ class EdgeStore:
                 ) from None
             raise StoreUnavailable(f"could not open the embedded palace at {self._path}: {exc}") from exc
         (self._path / HOLDER_FILE).write_text(
-            json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "command": " ".join(os.sys.argv[:3])})
+            json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "command": " ".join(sys.argv[:3])})
         )
         if not identity_file.is_file():
             identity_file.write_text(json.dumps(identity.as_metadata()))
@@ -221,7 +223,7 @@ class EdgeStore:
             request = qe.QueryRequest(
                 limit=limit,
                 prefetches=[qe.Prefetch(limit=depth, query=leg, filter=flt) for leg in legs],
-                query=qe.Fusion.Rrf(k=60),
+                query=qe.Fusion.Rrf(k=60),  # type: ignore[arg-type]  # the stub omits Fusion's variants
                 filter=flt,
                 with_payload=True,
             )
@@ -263,9 +265,7 @@ class EdgeStore:
 
     def facet(self, *, key: str, memory_filter: MemoryFilter) -> dict[str, int]:
         """Exact counts per value of a keyword field."""
-        response = self.shard.facet(
-            qe.FacetRequest(key, limit=10_000, exact=True, filter=edge_filter(memory_filter))
-        )
+        response = self.shard.facet(qe.FacetRequest(key, limit=10_000, exact=True, filter=edge_filter(memory_filter)))
         return {str(hit.value): int(hit.count) for hit in response}
 
     def discard(self) -> str:

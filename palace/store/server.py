@@ -109,7 +109,9 @@ class ServerStore:
         self._timeout_seconds = float(timeout_seconds)
         self._owns_client = client is None
         # qdrant-client takes whole seconds; rounding up never cuts a configured wait short.
-        self._client = client or QdrantClient(url=url, api_key=api_key, timeout=max(1, math.ceil(timeout_seconds)))
+        self._client = client or QdrantClient(
+            url=url, api_key=api_key or None, timeout=max(1, math.ceil(timeout_seconds))
+        )
         self._identity: CollectionIdentity | None = None
         self._keywords = keyword_model()
 
@@ -210,7 +212,7 @@ class ServerStore:
             (key, models.PayloadSchemaType.DATETIME) for key in DATETIME_INDEXES
         ]
         for key, schema in wanted:
-            if True:
+            if key not in existing:
                 self._call(
                     "ensure_collection",
                     partial(
@@ -383,6 +385,13 @@ class ServerStore:
 
     def flush(self) -> None:
         """Nothing to do: every write waits until Qdrant has applied it."""
+
+    def discard(self) -> str:
+        """Drop the collection so a rebuild starts empty (the journal holds every memory)."""
+        if not self._call("discard", lambda: self._client.collection_exists(self._collection)):
+            return ""
+        self._call("discard", lambda: self._client.delete_collection(self._collection))
+        return f"collection {self._collection!r} dropped"
 
     def close(self) -> None:
         """Release the client, unless the caller passed it in and still owns it."""

@@ -159,9 +159,7 @@ def test_it_normalises_vectors(ollama: FakeOllama, make_embedder: Callable[..., 
     np.testing.assert_allclose(vectors, [expected_vector("alpha"), expected_vector("beta")], rtol=1e-5)
 
 
-def test_it_prefixes_queries_for_nomic_models(
-    ollama: FakeOllama, make_embedder: Callable[..., OllamaEmbedder]
-) -> None:
+def test_it_prefixes_queries_for_nomic_models(ollama: FakeOllama, make_embedder: Callable[..., OllamaEmbedder]) -> None:
     embedder = make_embedder(url=ollama.url, model="nomic-embed-text:latest")
 
     query = embedder.embed_queries(["where is the key"])

@@ -149,9 +149,7 @@ class Palazzo:
 @contextmanager
 def connect(target: str | StdioServerParameters, transport: str, **client_args: Any) -> Iterator[Palazzo]:
     with start_blocking_portal() as portal:
-        client = Client(
-            target, mode="legacy", client_info=CLIENT_INFO, read_timeout_seconds=120, **client_args
-        )
+        client = Client(target, mode="legacy", client_info=CLIENT_INFO, read_timeout_seconds=120, **client_args)
         with portal.wrap_async_context_manager(client):
             yield Palazzo(portal, client, transport)
 

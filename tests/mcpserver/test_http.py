@@ -22,9 +22,7 @@ MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": 
 
 @pytest.mark.parametrize("path", ["/mcp", "/healthz"])
 def test_it_refuses_a_foreign_host(http_palazzo: RunningServer, path: str) -> None:
-    response = httpx.post(
-        http_palazzo.base_url + path, json=INITIALIZE, headers=MCP_HEADERS | {"Host": "evil.example"}
-    )
+    response = httpx.post(http_palazzo.base_url + path, json=INITIALIZE, headers=MCP_HEADERS | {"Host": "evil.example"})
     assert response.status_code == 421
     assert "evil.example" in response.text
 

@@ -9,8 +9,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.mcpserver.conftest import ROOT, RunningServer, connect, migrate, server_env, stdio_parameters
 from tests.mcpserver.test_tools import READ_TOOLS
 
@@ -92,7 +90,6 @@ def test_it_lists_only_the_read_tools_when_read_only(tmp_path: Path) -> None:
         assert "read-only" in (palazzo.client.instructions or "")
 
 
-@pytest.mark.slow
 def test_it_reports_a_palace_held_by_another_process_as_a_tool_error(http_palazzo: RunningServer) -> None:
     with connect(stdio_parameters(http_palazzo.data_dir), "stdio") as palazzo:
         assert len(palazzo.list_tools().tools) == 11

@@ -24,7 +24,14 @@ ALL_TOOLS = {
     "palace_delete_by_filter",
     "palace_gain",
 }
-READ_TOOLS = {"palace_find", "palace_recall", "palace_status", "palace_taxonomy", "palace_check_duplicate", "palace_gain"}
+READ_TOOLS = {
+    "palace_find",
+    "palace_recall",
+    "palace_status",
+    "palace_taxonomy",
+    "palace_check_duplicate",
+    "palace_gain",
+}
 
 
 def memory(text: str, **overrides: Any) -> dict[str, Any]:
@@ -108,7 +115,9 @@ def test_it_filters_find_by_since_and_until(palazzo: Palazzo) -> None:
     stored = palazzo.ok("palace_store", memory(text))
     future = palazzo.ok("palace_find", {"query": text, "since": "2100-01-01T00:00:00Z"})
     assert future == {"results": [], "count": 0}
-    window = palazzo.ok("palace_find", {"query": text, "since": "2020-01-01T00:00:00Z", "until": "2100-01-01T00:00:00Z"})
+    window = palazzo.ok(
+        "palace_find", {"query": text, "since": "2020-01-01T00:00:00Z", "until": "2100-01-01T00:00:00Z"}
+    )
     assert stored["id"] in [hit["id"] for hit in window["results"]]
     past = palazzo.ok("palace_find", {"query": text, "until": "2020-01-01T00:00:00Z"})
     assert stored["id"] not in [hit["id"] for hit in past["results"]]
@@ -147,9 +156,7 @@ def test_it_supersedes_and_hides_the_old_memory_unless_asked(palazzo: Palazzo) -
     assert recalled["superseded_reason"] == "port changed in the migration"
 
     alpha, beta = unique("alpha fact"), unique("beta fact")
-    batch = palazzo.ok(
-        "palace_store_batch", {"items": [memory(alpha), memory(beta), memory(new_text, hall="events")]}
-    )
+    batch = palazzo.ok("palace_store_batch", {"items": [memory(alpha), memory(beta), memory(new_text, hall="events")]})
     items = batch["items"]
     assert [item["status"] for item in items] == ["stored", "stored", "duplicate"]
     assert items[0]["duplicate_of"] is None and items[1]["duplicate_of"] is None
@@ -161,7 +168,9 @@ def test_it_supersedes_and_hides_the_old_memory_unless_asked(palazzo: Palazzo) -
 
 def test_it_reports_each_failed_batch_item_and_stores_the_rest(palazzo: Palazzo) -> None:
     good = unique("gamma fact")
-    batch = palazzo.ok("palace_store_batch", {"items": [memory(good), memory("", wing="nowhere")], "skip_duplicates": True})
+    batch = palazzo.ok(
+        "palace_store_batch", {"items": [memory(good), memory("", wing="nowhere")], "skip_duplicates": True}
+    )
     assert [item["status"] for item in batch["items"]] == ["stored", "failed"]
     assert "wing" in batch["items"][1]["error"] and "text" in batch["items"][1]["error"]
     assert batch["counts"]["failed"] == 1

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from palazzo_site.environment import DEFAULT_WINGS, EnvironmentError_, read_environment
+from palazzo_site.environment import DEFAULT_WINGS, ConfigurationError, read_environment
 
 
 def test_it_uses_the_documented_defaults() -> None:
@@ -22,13 +22,26 @@ def test_it_uses_the_documented_defaults() -> None:
 
 
 def test_it_reads_every_variable() -> None:
-    env = read_environment({
-        "PALAZZO_DATA_DIR": "/srv/p", "QDRANT_URL": "http://q:6333/", "QDRANT_API_KEY": "k", "COLLECTION": "c",
-        "PALAZZO_WAL": "/srv/wal.jsonl", "PALAZZO_BIND": "0.0.0.0:9000", "PALAZZO_ALLOWED_HOSTS": "a.example, b",
-        "PALAZZO_EMBED_BACKEND": "ollama", "OLLAMA_URL": "http://o:11434", "OLLAMA_MODEL": "m",
-        "PALAZZO_EMBED_THREADS": "3", "PALAZZO_USAGE_LOG": "/srv/u.jsonl", "PALAZZO_GAIN_ENABLED": "off",
-        "PALAZZO_LOG_LEVEL": "DEBUG", "PALAZZO_WINGS": "home,work", "PALAZZO_READ_ONLY": "yes",
-    })
+    env = read_environment(
+        {
+            "PALAZZO_DATA_DIR": "/srv/p",
+            "QDRANT_URL": "http://q:6333/",
+            "QDRANT_API_KEY": "k",
+            "COLLECTION": "c",
+            "PALAZZO_WAL": "/srv/wal.jsonl",
+            "PALAZZO_BIND": "0.0.0.0:9000",
+            "PALAZZO_ALLOWED_HOSTS": "a.example, b",
+            "PALAZZO_EMBED_BACKEND": "ollama",
+            "OLLAMA_URL": "http://o:11434",
+            "OLLAMA_MODEL": "m",
+            "PALAZZO_EMBED_THREADS": "3",
+            "PALAZZO_USAGE_LOG": "/srv/u.jsonl",
+            "PALAZZO_GAIN_ENABLED": "off",
+            "PALAZZO_LOG_LEVEL": "DEBUG",
+            "PALAZZO_WINGS": "home,work",
+            "PALAZZO_READ_ONLY": "yes",
+        }
+    )
     assert env.qdrant_url == "http://q:6333" and env.qdrant_api_key == "k" and env.collection == "c"
     assert env.allowed_hosts == ("a.example", "b")
     assert env.embed_backend == "ollama" and env.embed_threads == 3
@@ -52,7 +65,7 @@ def test_it_reads_every_variable() -> None:
     ],
 )
 def test_it_fails_loudly_naming_the_variable(name: str, value: str, rule: str) -> None:
-    with pytest.raises(EnvironmentError_) as caught:
+    with pytest.raises(ConfigurationError) as caught:
         read_environment({name: value})
     assert name in str(caught.value) and rule in str(caught.value)
 
@@ -64,7 +77,10 @@ def test_it_refuses_to_start_django_with_a_bad_value(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "manage.py", "check"],
         env={"PATH": "/usr/bin:/bin", "PALAZZO_DATA_DIR": str(tmp_path), "PALAZZO_BIND": "nope"},
-        capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2], timeout=60,
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+        timeout=60,
     )
     assert result.returncode != 0
     assert "PALAZZO_BIND='nope' is invalid" in result.stderr

@@ -15,14 +15,37 @@ from tests.palace.helpers import memory
 @pytest.fixture
 def sample(palace: Palace) -> dict[str, int]:
     items = [
-        memory("The NAS runs ZFS with four disks in raidz2", wing="infrastructure", category="infrastructure",
-               room="nas", hall="facts", timestamp="2024-01-01T00:00:00Z"),
-        memory("We decided to move the blog from WordPress to Hugo", wing="projects", room="blog",
-               hall="decisions", timestamp="2025-06-01T00:00:00Z"),
-        memory("Alice prefers tea over coffee in the morning", wing="personal", category="person", room="alice",
-               hall="preferences", timestamp="2026-11-01T00:00:00Z"),
-        memory("The NAS backup runs nightly to the offsite box", wing="infrastructure", category="infrastructure",
-               room="nas", hall="events", timestamp="2026-11-20T00:00:00Z"),
+        memory(
+            "The NAS runs ZFS with four disks in raidz2",
+            wing="infrastructure",
+            category="infrastructure",
+            room="nas",
+            hall="facts",
+            timestamp="2024-01-01T00:00:00Z",
+        ),
+        memory(
+            "We decided to move the blog from WordPress to Hugo",
+            wing="projects",
+            room="blog",
+            hall="decisions",
+            timestamp="2025-06-01T00:00:00Z",
+        ),
+        memory(
+            "Alice prefers tea over coffee in the morning",
+            wing="personal",
+            category="person",
+            room="alice",
+            hall="preferences",
+            timestamp="2026-11-01T00:00:00Z",
+        ),
+        memory(
+            "The NAS backup runs nightly to the offsite box",
+            wing="infrastructure",
+            category="infrastructure",
+            room="nas",
+            hall="events",
+            timestamp="2026-11-20T00:00:00Z",
+        ),
     ]
     result = services.store_batch(items=items)
     names = ("zfs", "blog", "tea", "backup")
@@ -91,11 +114,20 @@ def test_it_recalls_by_id_and_reports_missing_ones(sample: dict[str, int]) -> No
     result = selectors.recall(ids=[sample["zfs"], 1_999_999_999])
     assert [m["id"] for m in result["memories"]] == [sample["zfs"]]
     assert result["missing"] == [1_999_999_999]
-    assert {"valid_from", "valid_until", "superseded_by", "superseded_reason", "supersedes"} <= set(result["memories"][0])
+    assert {"valid_from", "valid_until", "superseded_by", "superseded_reason", "supersedes"} <= set(
+        result["memories"][0]
+    )
 
 
-@pytest.mark.parametrize(("ids_value", "rule"), [(list(range(1_000_000_000, 1_000_000_101)), "maximum is 100"),
-                                                 ([], "at least one"), ([5], "not a memory id"), ("x", "list")])
+@pytest.mark.parametrize(
+    ("ids_value", "rule"),
+    [
+        (list(range(1_000_000_000, 1_000_000_101)), "maximum is 100"),
+        ([], "at least one"),
+        ([5], "not a memory id"),
+        ("x", "list"),
+    ],
+)
 def test_it_rejects_bad_recall_ids(sample: dict[str, int], ids_value: Any, rule: str) -> None:
     with pytest.raises(InvalidInput) as caught:
         selectors.recall(ids=ids_value)

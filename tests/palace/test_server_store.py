@@ -29,8 +29,12 @@ from palace.store.base import (
 from palace.store.edge import EdgeStore
 from palace.store.server import ServerStore
 
-# Local mode keeps no payload indexes and says so on every create_payload_index.
-pytestmark = pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning")
+pytestmark = [
+    # Local mode keeps no payload indexes and says so on every create_payload_index.
+    pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning"),
+    # The version check of a client built for an unreachable server warns from its thread, in whichever test runs.
+    pytest.mark.filterwarnings("ignore:Failed to obtain server version:UserWarning"),
+]
 
 DIM = 8
 IDENTITY = CollectionIdentity(model_name="test/tiny-8", dimension=DIM)
@@ -38,7 +42,11 @@ NOTHING = MemoryFilter()
 
 
 class RecordingClient(QdrantClient):
-    """Local mode that remembers payload indexes and reports them in payload_schema, as a server does."""
+    """Local mode that behaves like a server where tests need it to.
+
+    It reports created payload indexes in payload_schema, and returns retrieved records in no
+    particular order (reversed), as a server is free to.
+    """
 
     def __init__(self) -> None:
         super().__init__(location=":memory:")
@@ -47,6 +55,9 @@ class RecordingClient(QdrantClient):
     def create_payload_index(self, collection_name: str, field_name: str, *args: Any, **kwargs: Any) -> Any:
         self.index_calls.append((field_name, kwargs.get("field_schema")))
         return super().create_payload_index(collection_name, field_name, *args, **kwargs)
+
+    def retrieve(self, *args: Any, **kwargs: Any) -> list[models.Record]:
+        return list(reversed(super().retrieve(*args, **kwargs)))
 
     def get_collection(self, collection_name: str, **kwargs: Any) -> models.CollectionInfo:
         info = super().get_collection(collection_name, **kwargs)
@@ -113,10 +124,10 @@ def test_it_creates_the_collection_with_metadata_and_payload_indexes(
     sparse = info.config.params.sparse_vectors
     assert sparse is not None
     assert sparse[SPARSE].modifier == models.Modifier.IDF
-    assert dict(client.index_calls) == {
-        **{key: models.PayloadSchemaType.KEYWORD for key in KEYWORD_INDEXES},
-        **{key: models.PayloadSchemaType.DATETIME for key in DATETIME_INDEXES},
-    }
+    assert sorted(client.index_calls) == sorted(
+        [(key, models.PayloadSchemaType.KEYWORD) for key in KEYWORD_INDEXES]
+        + [(key, models.PayloadSchemaType.DATETIME) for key in DATETIME_INDEXES]
+    )
     assert set(store.payload_indexes()) == set(KEYWORD_INDEXES) | set(DATETIME_INDEXES)
 
 
@@ -338,7 +349,8 @@ def test_it_applies_every_filter_key(
 
 def test_it_filters_inside_every_fused_leg(store: ServerStore, rng: np.random.Generator) -> None:
     query = unit(rng)[0]
-    # Fifty closer, better-matching points outside the filter would fill both prefetch legs if they were unfiltered.
+    # Fifty closer, better-matching points outside the filter fill both legs' depth unless the filter applies
+    # inside each leg (Qdrant also pushes the outer filter down; either way the target must be found).
     noise = [point(i, (query + 0.01 * unit(rng)[0])[None, :], "zanzibar zanzibar", wing="noise") for i in range(1, 51)]
     target = point(100, unit(rng), "zanzibar and many other words in a long note", wing="target")
     store.upsert([*noise, target])
@@ -421,7 +433,6 @@ def silent_server() -> Iterator[str]:
         yield f"http://127.0.0.1:{sock.getsockname()[1]}"
 
 
-@pytest.mark.filterwarnings("ignore:Failed to obtain server version:UserWarning")
 def test_it_gives_up_after_the_timeout_when_the_server_does_not_answer(silent_server: str) -> None:
     store = ServerStore(url=silent_server, collection="palace", timeout_seconds=1)
     started = time.monotonic()
@@ -433,21 +444,27 @@ def test_it_gives_up_after_the_timeout_when_the_server_does_not_answer(silent_se
 
 
 class _Failing(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
+    def _overloaded(self) -> None:
+        body = b'{"status": {"error": "overloaded"}}'
         self.send_response(503)
         self.send_header("Content-Type", "application/json")
-        body = b'{"status": {"error": "overloaded"}}'
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
 
-    do_POST = do_PUT = do_GET
+    def do_GET(self) -> None:
+        self._overloaded()
+
+    def do_POST(self) -> None:
+        self._overloaded()
+
+    def do_PUT(self) -> None:
+        self._overloaded()
 
     def log_message(self, *args: Any) -> None:
         pass
 
 
-@pytest.mark.filterwarnings("ignore:Failed to obtain server version:UserWarning")
 def test_it_maps_a_server_error_to_store_unavailable() -> None:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Failing)
     threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -21,13 +21,19 @@ def total() -> int:
 
 
 def test_it_stores_a_memory_with_every_schema_field(palace: Palace) -> None:
-    stored = services.store(**memory("The NAS runs ZFS on four disks", session="s1", source_file="notes.md"), added_by="tester/1")
+    stored = services.store(
+        **memory("The NAS runs ZFS on four disks", session="s1", source_file="notes.md"), added_by="tester/1"
+    )
     assert stored["id"] >= 1_000_000_000
     assert stored["duplicate"] is False
     recalled = selectors.recall(ids=[stored["id"]])["memories"][0]
     assert recalled["text"] == "The NAS runs ZFS on four disks"
     assert (recalled["category"], recalled["wing"], recalled["room"], recalled["hall"]) == (
-        "technical", "projects", "palazzo", "facts")
+        "technical",
+        "projects",
+        "palazzo",
+        "facts",
+    )
     assert recalled["session"] == "s1" and recalled["source_file"] == "notes.md"
     assert recalled["added_by"] == "tester/1"
     assert recalled["timestamp"].endswith("Z") and len(recalled["timestamp"]) == 20
@@ -117,8 +123,10 @@ def test_it_counts_skipped_duplicates_when_asked(palace: Palace) -> None:
     assert result["counts"] == {"stored": 1, "duplicates_returned": 0, "skipped_duplicates": 1, "failed": 0}
 
 
-@pytest.mark.parametrize(("items", "rule"), [([], "is empty"), ([memory(f"m{i}") for i in range(257)], "maximum is 256"),
-                                              ("nope", "must be a list")])
+@pytest.mark.parametrize(
+    ("items", "rule"),
+    [([], "is empty"), ([memory(f"m{i}") for i in range(257)], "maximum is 256"), ("nope", "must be a list")],
+)
 def test_it_rejects_an_empty_or_oversized_batch(palace: Palace, items: Any, rule: str) -> None:
     with pytest.raises(InvalidInput) as caught:
         services.store_batch(items=items)
@@ -134,17 +142,24 @@ def test_it_accepts_a_batch_of_256(palace: Palace) -> None:
 
 def test_it_supersedes_and_keeps_history(palace: Palace) -> None:
     old = services.store(**memory("The NAS has four disks"))
-    result = services.supersede(supersedes=[old["id"], 1_000_000_001], reason="added two disks", **memory("The NAS has six disks"))
+    result = services.supersede(
+        supersedes=[old["id"], 1_000_000_001], reason="added two disks", **memory("The NAS has six disks")
+    )
     new = result["memory"]
     assert new["supersedes"] == [old["id"]] and new["valid_from"]
-    assert result["marked"] == [{"id": old["id"], "ok": True}, {"id": 1_000_000_001, "ok": False, "error": "no memory with this id"}]
+    assert result["marked"] == [
+        {"id": old["id"], "ok": True},
+        {"id": 1_000_000_001, "ok": False, "error": "no memory with this id"},
+    ]
     old_now = selectors.recall(ids=[old["id"]])["memories"][0]
     assert old_now["superseded_by"] == new["id"]
     assert old_now["superseded_reason"] == "added two disks"
     assert old_now["valid_until"]
     found = [hit["id"] for hit in selectors.find(query="how many disks in the NAS")["results"]]
     assert old["id"] not in found and new["id"] in found
-    archaeology = [hit["id"] for hit in selectors.find(query="how many disks in the NAS", include_superseded=True)["results"]]
+    archaeology = [
+        hit["id"] for hit in selectors.find(query="how many disks in the NAS", include_superseded=True)["results"]
+    ]
     assert old["id"] in archaeology
 
 
@@ -214,7 +229,9 @@ def test_it_replays_pending_entries_when_the_palace_opens(palace_env: Any, db: N
     entry, ids = journal.record_with_new_ids(
         operation="store",
         count=1,
-        build_payload=lambda ids: {"memories": [dict(memory("written before a crash"), id=ids[0], timestamp="2026-01-01T00:00:00Z")]},
+        build_payload=lambda ids: {
+            "memories": [dict(memory("written before a crash"), id=ids[0], timestamp="2026-01-01T00:00:00Z")]
+        },
     )
     runtime.close_palace()
     runtime.get_palace()

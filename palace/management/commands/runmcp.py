@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from django.core.management.base import BaseCommand
@@ -16,7 +17,5 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         from mcpserver.stdio import run_stdio
 
-        try:
+        with contextlib.suppress(KeyboardInterrupt):
             run_stdio()
-        except KeyboardInterrupt:
-            pass

@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 
 from mcpserver.gunicorn_conf import several_workers_problem
-from palazzo_site.environment import EnvironmentError_, _bind
+from palazzo_site.environment import ConfigurationError, _bind
 
 
 class Command(BaseCommand):
@@ -33,7 +33,7 @@ class Command(BaseCommand):
         bind = options["bind"] or env.bind
         try:
             bind = _bind("--bind", bind)
-        except EnvironmentError_ as exc:
+        except ConfigurationError as exc:
             raise CommandError(str(exc)) from None
         workers = options["workers"]
         if workers < 1:
