@@ -35,7 +35,7 @@ unit: setup
 conformance: setup
 	bash scripts/conformance.sh
 
-test: lint typecheck unit conformance
+test: lint typecheck conformance unit
 
 bench: setup
 	$(BIN)/python bench/bench_core.py

@@ -1,0 +1,1 @@
+"""REST routers, one module per concern, mounted by palace.api."""
