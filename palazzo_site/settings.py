@@ -84,6 +84,8 @@ else:
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": str(PALAZZO.data_dir / "palazzo.sqlite3"),
+            # Persistent connections: closing the last one checkpoints the WAL (an fsync per request).
+            "CONN_MAX_AGE": None,
             "OPTIONS": {
                 # WAL lets the admin read while the server writes; NORMAL keeps commits durable
                 # against process crashes without an fsync per transaction.
