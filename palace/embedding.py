@@ -10,6 +10,7 @@ import numpy.typing as npt
 
 from embeddings.base import Embedder, EmbeddingError
 from palace.errors import EmbedderUnavailable
+from palace.metrics import EMBEDDING_SECONDS
 
 # Windows of text well inside the model's 512-token limit, overlapping so that a sentence
 # cut by one window boundary is whole in the next.
@@ -64,7 +65,7 @@ class PalaceEmbedder:
             spans.append((len(pieces), len(pieces) + len(chunks)))
             pieces.extend(chunks)
         try:
-            with self._lock:
+            with self._lock, EMBEDDING_SECONDS.labels("documents").time():
                 vectors = self.backend.embed_documents(pieces)
         except EmbeddingError as exc:
             raise EmbedderUnavailable(str(exc)) from exc
@@ -73,7 +74,7 @@ class PalaceEmbedder:
     def query(self, text: str) -> npt.NDArray[np.float32]:
         """The query vector for a search."""
         try:
-            with self._lock:
+            with self._lock, EMBEDDING_SECONDS.labels("query").time():
                 return self.backend.embed_queries([text])[0]
         except EmbeddingError as exc:
             raise EmbedderUnavailable(str(exc)) from exc

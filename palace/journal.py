@@ -8,7 +8,7 @@ import threading
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from palace.errors import ReadOnlyPalace
@@ -70,6 +70,36 @@ def _append_line(entry: JournalEntry) -> None:
         raise ReadOnlyPalace(f"cannot append to the journal file {path}: {exc.strerror or exc}") from exc
 
 
+def _database_failure(exc: Exception) -> ReadOnlyPalace | None:
+    """A full disk or read-only database as ReadOnlyPalace; None for any other database error."""
+    message = str(exc).lower()
+    if any(word in message for word in ("readonly", "read-only", "disk", "full")):
+        return ReadOnlyPalace(f"cannot write the journal: {exc}")
+    return None
+
+
+def _create_row(**fields: Any) -> JournalEntry:
+    try:
+        return JournalEntry.objects.create(**fields)
+    except DatabaseError as exc:
+        failure = _database_failure(exc)
+        if failure is not None:
+            raise failure from exc
+        raise
+
+
+def _mirror(entry: JournalEntry) -> None:
+    """Append the committed entry's JSONL line; when that fails, take the entry back so it is never replayed."""
+    try:
+        _append_line(entry)
+    except ReadOnlyPalace:
+        try:
+            entry.delete()
+        except DatabaseError:
+            logger.exception("could not take back journal entry %s: it stays pending and will be applied", entry.pk)
+        raise
+
+
 def record(
     *,
     operation: str,
@@ -80,24 +110,15 @@ def record(
     wing: str = "",
 ) -> JournalEntry:
     """Write a pending journal entry (row and JSONL line) before touching the store."""
-    try:
-        entry = JournalEntry.objects.create(
-            operation=operation,
-            payload=payload,
-            memory_ids=memory_ids,
-            added_by=added_by[:200],
-            reason=reason,
-            wing=wing[:64],
-        )
-    except Exception as exc:
-        if "readonly" in str(exc).lower() or "disk" in str(exc).lower():
-            raise ReadOnlyPalace(f"cannot write the journal: {exc}") from exc
-        raise
-    try:
-        _append_line(entry)
-    except ReadOnlyPalace:
-        entry.delete()
-        raise
+    entry = _create_row(
+        operation=operation,
+        payload=payload,
+        memory_ids=memory_ids,
+        added_by=added_by[:200],
+        reason=reason,
+        wing=wing[:64],
+    )
+    _mirror(entry)
     return entry
 
 
@@ -105,12 +126,25 @@ def record_with_new_ids(
     *, operation: str, count: int, build_payload: Any, added_by: str = "", reason: str = "", wing: str = ""
 ) -> tuple[JournalEntry, list[int]]:
     """Allocate ids and journal the mutation that uses them, in one transaction."""
-    with transaction.atomic():
-        ids = allocate_ids(count)
-        payload = build_payload(ids)
-        entry = record(
-            operation=operation, payload=payload, memory_ids=ids, added_by=added_by, reason=reason, wing=wing
-        )
+    try:
+        with transaction.atomic():
+            ids = allocate_ids(count)
+            entry = _create_row(
+                operation=operation,
+                payload=build_payload(ids),
+                memory_ids=ids,
+                added_by=added_by[:200],
+                reason=reason,
+                wing=wing[:64],
+            )
+    except DatabaseError as exc:
+        # A full disk often surfaces only at COMMIT, after the INSERT looked fine.
+        failure = _database_failure(exc)
+        if failure is not None:
+            raise failure from exc
+        raise
+    # Mirrored after the commit: a rolled-back entry must leave no line behind (its id would be reused).
+    _mirror(entry)
     return entry, ids
 
 
@@ -125,7 +159,12 @@ def mark_failed(entry: JournalEntry, error: str) -> None:
     """The store refused the mutation; the caller was told, so it is not re-applied."""
     entry.status = JournalEntry.Status.FAILED
     entry.error = error[:2000]
-    entry.save(update_fields=["status", "error"])
+    try:
+        entry.save(update_fields=["status", "error"])
+    except DatabaseError:
+        # A full or read-only database cannot record the refusal: the entry stays pending and the
+        # next start-up applies it (the write becomes durable late rather than half-done).
+        logger.exception("could not mark journal entry %s failed; it will be re-applied at start-up", entry.pk)
 
 
 def pending() -> list[JournalEntry]:

@@ -73,3 +73,41 @@ class IdAllocator(models.Model):
 
     def __str__(self) -> str:
         return f"next id {self.next_id}"
+
+
+class ApiToken(models.Model):
+    """A bearer token for the HTTP routes; only the SHA-256 of its secret is kept."""
+
+    class Scope(models.TextChoices):
+        READ = "read"
+        WRITE = "write"
+
+    name = models.CharField(max_length=64, unique=True, help_text="Stamped as token:<name> on every write it makes.")
+    owner = models.CharField(max_length=200, blank=True, help_text="Who holds the token (a person or a team).")
+    scope = models.CharField(max_length=8, choices=Scope.choices, default=Scope.WRITE)
+    lookup = models.CharField(max_length=16, unique=True, editable=False)
+    secret_hash = models.CharField(max_length=64, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    revoked_at = models.DateTimeField(null=True, blank=True, editable=False, db_index=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "API token"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.scope}{', revoked' if self.revoked_at else ''})"
+
+    @property
+    def identity(self) -> str:
+        """The added_by stamp of this token's writes."""
+        return f"token:{self.name}"
+
+
+class PalaceOverview(UsageEvent):
+    """No table of its own: gives the admin's palace overview page its place in the admin index."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "palace overview"
+        verbose_name_plural = "palace overview"

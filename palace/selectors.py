@@ -6,6 +6,7 @@ import math
 from datetime import datetime
 from typing import Any
 
+from palace import retrieval
 from palace.forms import CheckDuplicateForm, FindForm, GainForm, RecallForm
 from palace.gain import gain_summary
 from palace.memories import public_memory
@@ -16,6 +17,7 @@ from palace.timefmt import parse_rfc3339, utc_now
 DUPLICATE_THRESHOLD = 0.95
 RECENCY_FETCH_FACTOR = 4
 RECENCY_FETCH_CAP = 80
+HYBRID = retrieval.HYBRID
 
 
 def _age_days(timestamp: Any, now: datetime) -> float:
@@ -37,8 +39,9 @@ def find(
     until: Any = None,
     recency_half_life_days: Any = None,
     include_superseded: Any = None,
+    ranking: str = HYBRID,
 ) -> dict[str, Any]:
-    """Semantic search with filters, optional true half-life recency and superseded hiding."""
+    """Hybrid (dense + BM25) search with filters, optional true half-life recency and superseded hiding."""
     raw = {
         "query": query,
         "limit": limit,
@@ -68,17 +71,24 @@ def find(
     half_life: float = fields["recency_half_life_days"] or 0.0
     fetch = min(limit_value * RECENCY_FETCH_FACTOR, RECENCY_FETCH_CAP) if half_life > 0 else limit_value
     fetch = max(fetch, limit_value)
-    vector = palace.embedder.query(fields["query"])
-    hits = palace.store.search(dense_query=vector, keyword_query=None, memory_filter=memory_filter, limit=fetch)
+    plan = retrieval.plan_search(palace, query=fields["query"], ranking=ranking)
+    hits = palace.store.search(
+        dense_query=plan.dense_query, keyword_query=plan.keyword_query, memory_filter=memory_filter, limit=fetch
+    )
     results = []
     for hit in hits:
-        score = hit.score or 0.0
+        score = plan.normalise(hit.score or 0.0)
         if half_life > 0:
             score *= math.pow(0.5, _age_days(hit.payload.get("timestamp"), now) / half_life)
         results.append(public_memory(hit.id, hit.payload, score=score))
     if half_life > 0:
         results.sort(key=lambda memory: memory["score"], reverse=True)
-    return {"results": results[:limit_value], "count": min(len(results), limit_value)}
+    return {
+        "results": results[:limit_value],
+        "count": min(len(results), limit_value),
+        "degraded": plan.degraded_reason is not None,
+        "degraded_reason": plan.degraded_reason,
+    }
 
 
 def recall(*, ids: Any) -> dict[str, Any]:

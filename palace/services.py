@@ -4,15 +4,23 @@ from __future__ import annotations
 
 import logging
 import threading
+import weakref
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from django.db import transaction
 
 from palace import journal
-from palace.errors import ConfirmationRequired, ExpectedCountMismatch, InvalidInput, PalaceError
+from palace.errors import (
+    ConfirmationRequired,
+    EmbedderUnavailable,
+    ExpectedCountMismatch,
+    InvalidInput,
+    PalaceError,
+)
 from palace.forms import (
     MAX_BATCH_ITEMS,
     MAX_FILTER_DELETE,
@@ -21,11 +29,12 @@ from palace.forms import (
     MemoryForm,
     SupersedeForm,
 )
+from palace.ids import reserve_existing_ids
 from palace.journal import preview
 from palace.memories import public_memory, stored_payload, text_hash
 from palace.models import JournalEntry
 from palace.runtime import Palace, get_palace
-from palace.store.base import MemoryFilter, PointWrite
+from palace.store.base import NEEDS_EMBEDDING, NEEDS_EMBEDDING_PENDING, MemoryFilter, PointWrite, VectorStore
 from palace.timefmt import format_rfc3339, utc_now
 
 logger = logging.getLogger(__name__)
@@ -34,6 +43,8 @@ SCHEMA_KEYS = ("text", "category", "wing", "room", "hall", "session", "source_fi
 # Serialises the check-then-write of every mutation in this process, so two concurrent stores of
 # one text cannot both pass the duplicate check (the embedded store has one writer process anyway).
 _write_lock = threading.RLock()
+# Stores known to hold no memory waiting for its dense vector, so find need not look again.
+_fully_embedded: weakref.WeakSet[VectorStore] = weakref.WeakSet()
 
 
 def _memory_record(fields: dict[str, Any], *, memory_id: int, timestamp: str, added_by: str) -> dict[str, Any]:
@@ -44,10 +55,57 @@ def _memory_record(fields: dict[str, Any], *, memory_id: int, timestamp: str, ad
 
 
 def _points(records: Sequence[dict[str, Any]], vectors: Sequence[npt.NDArray[np.float32]]) -> list[PointWrite]:
-    return [
-        PointWrite(id=record["id"], chunk_vectors=vector, payload=stored_payload(record), keyword_text=record["text"])
-        for record, vector in zip(records, vectors)
-    ]
+    points = []
+    for record, vector in zip(records, vectors):
+        payload = stored_payload(record)
+        if not vector.size:
+            payload[NEEDS_EMBEDDING] = NEEDS_EMBEDDING_PENDING
+        points.append(PointWrite(id=record["id"], chunk_vectors=vector, payload=payload, keyword_text=record["text"]))
+    return points
+
+
+def _embed_or_defer(palace: Palace, texts: Sequence[str]) -> list[npt.NDArray[np.float32]]:
+    """Chunk vectors per text; empty ones (dense vector pending) when the embedder is unavailable."""
+    try:
+        vectors = palace.embedder.documents(texts)
+    except EmbedderUnavailable as exc:
+        logger.warning("storing %d memories keyword-searchable only, to embed later: %s", len(texts), exc)
+        _fully_embedded.discard(palace.store)
+        return [np.zeros((0, 0), dtype=np.float32) for _ in texts]
+    embed_deferred(palace)
+    return vectors
+
+
+def embed_deferred(palace: Palace, *, batch_size: int = 64) -> int:
+    """Give memories stored while the embedder was down their dense vectors; returns how many."""
+    if palace.store in _fully_embedded:
+        return 0
+    done = 0
+    with _write_lock:
+        pending = list(palace.store.scroll(memory_filter=MemoryFilter(needs_embedding=True)))
+        for start in range(0, len(pending), batch_size):
+            chunk = pending[start : start + batch_size]
+            try:
+                vectors = palace.embedder.documents([point.payload.get("text", "") for point in chunk])
+            except EmbedderUnavailable as exc:
+                logger.warning("embedding of %d deferred memories postponed: %s", len(pending) - done, exc)
+                return done
+            palace.store.upsert(
+                [
+                    PointWrite(
+                        id=point.id,
+                        chunk_vectors=vector,
+                        payload={key: value for key, value in point.payload.items() if key != NEEDS_EMBEDDING},
+                        keyword_text=point.payload.get("text", ""),
+                    )
+                    for point, vector in zip(chunk, vectors)
+                ]
+            )
+            done += len(chunk)
+        _fully_embedded.add(palace.store)
+    if done:
+        logger.info("embedded %d memories stored while the embedder was down", done)
+    return done
 
 
 def _existing_duplicates(palace: Palace, texts: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -76,7 +134,7 @@ def _apply(palace: Palace, entry: JournalEntry, vectors: Sequence[npt.NDArray[np
     if operation in (JournalEntry.Operation.STORE, JournalEntry.Operation.SUPERSEDE):
         records = payload["memories"]
         if vectors is None:
-            vectors = palace.embedder.documents([record["text"] for record in records])
+            vectors = _embed_or_defer(palace, [record["text"] for record in records])
         palace.store.upsert(_points(records, vectors))
         if operation == JournalEntry.Operation.SUPERSEDE:
             new_id = records[0]["id"]
@@ -202,7 +260,7 @@ def _store_validated(
             first_in_batch[text] = index
             fresh.append(index)
     if fresh:
-        vectors = palace.embedder.documents([cleaned[index]["text"] for index in fresh])  # type: ignore[index]
+        vectors = _embed_or_defer(palace, [cleaned[index]["text"] for index in fresh])  # type: ignore[index]
 
         def build(ids: list[int]) -> dict[str, Any]:
             records = []
@@ -238,6 +296,49 @@ def _store_validated(
         "failed": statuses["failed"],
     }
     return {"items": outcomes, "counts": counts}
+
+
+def restore_records(
+    *, records: list[dict[str, Any]], skip_duplicates: bool = False, added_by: str = ""
+) -> list[dict[str, Any]]:
+    """Store validated memory records under their own ids and temporal fields (imports, restores).
+
+    A record whose id the palace already holds (or that repeats an earlier record's id) is a duplicate
+    of that id; texts are not compared, so a superseded memory and its successor with equal text both
+    come back. Journaled as a STORE entry carrying the full records, so rebuild restores them too.
+    """
+    palace = get_palace()
+    with _write_lock:
+        existing = {point.id: point for point in palace.store.retrieve([record["id"] for record in records])}
+        outcomes: list[dict[str, Any]] = []
+        fresh: dict[int, dict[str, Any]] = {}
+        for index, record in enumerate(records):
+            memory_id = record["id"]
+            if memory_id in existing:
+                memory = public_memory(memory_id, existing[memory_id].payload)
+            elif memory_id in fresh:
+                memory = public_memory(memory_id, fresh[memory_id])
+            else:
+                fresh[memory_id] = record
+                outcomes.append({"index": index, "status": "stored", "memory": public_memory(memory_id, record)})
+                continue
+            status = "skipped" if skip_duplicates else "duplicate"
+            outcomes.append({"index": index, "status": status, "memory": memory, "duplicate_of": memory_id})
+        if fresh:
+            ordered = list(fresh.values())
+            vectors = _embed_or_defer(palace, [record["text"] for record in ordered])
+            with transaction.atomic():
+                reserve_existing_ids(list(fresh))
+                entry = journal.record(
+                    operation=JournalEntry.Operation.STORE,
+                    payload={"memories": ordered},
+                    memory_ids=list(fresh),
+                    added_by=added_by,
+                    reason="restored with explicit ids",
+                    wing=Counter(record["wing"] for record in ordered).most_common(1)[0][0],
+                )
+            _journal_and_apply(palace, entry, vectors)
+    return outcomes
 
 
 def supersede(
@@ -281,7 +382,7 @@ def _supersede_validated(palace: Palace, fields: dict[str, Any], *, added_by: st
     found = {point.id: point for point in palace.store.retrieve(old_ids)}
     if not found:
         raise InvalidInput.single("supersedes", f"none of the ids exist: {old_ids}")
-    vectors = palace.embedder.documents([fields["text"]])
+    vectors = _embed_or_defer(palace, [fields["text"]])
     now = format_rfc3339(utc_now())
     targets = [memory_id for memory_id in old_ids if memory_id in found]
 

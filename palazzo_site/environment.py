@@ -47,9 +47,11 @@ class PalazzoEnvironment:
     wake_up_count: int
     secret_key: str
     debug: bool
+    ingest_max_bytes: int = 256 * 1024 * 1024
     categories: tuple[str, ...] = field(default=DEFAULT_CATEGORIES)
     wings: tuple[str, ...] = field(default=DEFAULT_WINGS)
     halls: tuple[str, ...] = field(default=DEFAULT_HALLS)
+    allow_insecure: bool = False
 
 
 def _fail(name: str, value: str, rule: str) -> ConfigurationError:
@@ -161,7 +163,9 @@ def read_environment(environ: Mapping[str, str] | None = None) -> PalazzoEnviron
         wake_up_count=get("PALAZZO_WAKE_UP_COUNT", _positive_int, 10),
         secret_key=env.get("PALAZZO_SECRET_KEY") or "",
         debug=get("PALAZZO_DEBUG", _boolean, False),
+        ingest_max_bytes=get("PALAZZO_INGEST_MAX_BYTES", _positive_int, 256 * 1024 * 1024),
         categories=get("PALAZZO_CATEGORIES", _word_list, DEFAULT_CATEGORIES),
         wings=get("PALAZZO_WINGS", _word_list, DEFAULT_WINGS),
         halls=get("PALAZZO_HALLS", _word_list, DEFAULT_HALLS),
+        allow_insecure=get("PALAZZO_ALLOW_INSECURE", _boolean, False),
     )

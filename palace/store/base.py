@@ -12,6 +12,9 @@ import numpy.typing as npt
 
 DENSE = "dense"
 SPARSE = "bm25"
+# Payload flag of a memory stored while the embedder was down: keyword-searchable, dense vector pending.
+NEEDS_EMBEDDING = "needs_embedding"
+NEEDS_EMBEDDING_PENDING = "pending"  # a string: Edge's MatchValue does not match payload booleans
 KEYWORD_INDEXES = ("wing", "category", "room", "hall", "session", "added_by", "text_hash")
 DATETIME_INDEXES = ("timestamp", "valid_until")
 
@@ -43,6 +46,7 @@ class MemoryFilter:
     current_at: datetime | None = None
     ids: tuple[int, ...] | None = None
     text_hashes: tuple[str, ...] | None = None
+    needs_embedding: bool = False  # only points stored while the embedder was down (no dense vector yet)
 
     def is_empty(self) -> bool:
         """True when no condition narrows the palace."""
@@ -58,6 +62,7 @@ class MemoryFilter:
                     self.until,
                     self.ids,
                     self.text_hashes,
+                    self.needs_embedding,
                 )
             )
             and self.include_superseded
@@ -66,7 +71,7 @@ class MemoryFilter:
 
 @dataclass
 class PointWrite:
-    """One point to upsert: chunk vectors (multivector), BM25 text and payload."""
+    """One point to upsert: chunk vectors (multivector; zero rows = no dense vector yet), BM25 text and payload."""
 
     id: int
     chunk_vectors: npt.NDArray[np.float32]

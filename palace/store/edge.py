@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import socket
 import sys
 import threading
@@ -18,23 +19,28 @@ import numpy as np
 import numpy.typing as npt
 import qdrant_edge as qe
 
-from palace.errors import ModelMismatch, StoreLocked, StoreUnavailable
+from palace.errors import ModelMismatch, ReadOnlyPalace, StoreLocked, StoreUnavailable
 from palace.store.base import (
     DATETIME_INDEXES,
     DENSE,
     KEYWORD_INDEXES,
+    NEEDS_EMBEDDING,
+    NEEDS_EMBEDDING_PENDING,
     SPARSE,
     CollectionIdentity,
     MemoryFilter,
     PointWrite,
     StoredPoint,
 )
-from palace.store.keywords import keyword_model
+from palace.store.keywords import DENSE_WEIGHT, KEYWORD_WEIGHT, RRF_K, keyword_model, prefetch_depth
 
 logger = logging.getLogger(__name__)
 
 IDENTITY_FILE = "palazzo-collection.json"
 HOLDER_FILE = "holder.json"
+# Qdrant Edge memory-maps sparse files (WAL segments, payload indexes) and grows them on open and on writes;
+# on a full file system that kills the process with SIGBUS instead of raising, so we refuse first.
+MIN_FREE_BYTES = 64 * 1024 * 1024
 
 
 def _rfc3339(moment: datetime) -> str:
@@ -62,6 +68,8 @@ def edge_filter(memory_filter: MemoryFilter) -> qe.Filter | None:
         must.append(qe.FieldCondition("text_hash", match=qe.MatchAny(list(memory_filter.text_hashes))))
     if memory_filter.ids is not None:
         must.append(qe.HasIdCondition(set(memory_filter.ids)))
+    if memory_filter.needs_embedding:
+        must.append(qe.FieldCondition(NEEDS_EMBEDDING, match=qe.MatchValue(NEEDS_EMBEDDING_PENDING)))
     if not memory_filter.include_superseded:
         now = memory_filter.current_at or datetime.now(UTC)
         must.append(
@@ -110,6 +118,18 @@ class EdgeStore:
         except (OSError, ValueError):
             return "another process"
 
+    def _ensure_room(self, operation: str) -> None:
+        """Refuse (clearly) what would otherwise crash the process on a nearly full disk."""
+        probe = self._path if self._path.exists() else self._path.parent
+        while not probe.exists() and probe != probe.parent:
+            probe = probe.parent
+        free = shutil.disk_usage(probe).free
+        if free < MIN_FREE_BYTES:
+            raise ReadOnlyPalace(
+                f"cannot {operation} the embedded palace at {self._path}: only {free // (1024 * 1024)} MB free on "
+                f"its disk and Qdrant Edge needs at least {MIN_FREE_BYTES // (1024 * 1024)} MB; free some space"
+            )
+
     def ensure_collection(self, identity: CollectionIdentity) -> None:
         """Open or create the shard, refusing one built by another embedding model."""
         identity_file = self._path / IDENTITY_FILE
@@ -125,6 +145,7 @@ class EdgeStore:
                     f"{identity.model_name} ({identity.dimension} dims); set PALAZZO_EMBED_MODEL back, "
                     "or move the palace to the new model with `python manage.py rebuild`"
                 )
+        self._ensure_room("open")
         self._path.mkdir(parents=True, exist_ok=True)
         segments = self._path / "segments"
         try:
@@ -167,27 +188,25 @@ class EdgeStore:
 
     def upsert(self, points: Sequence[PointWrite]) -> None:
         """Insert or replace points in one operation."""
-        edge_points = [
-            qe.Point(
-                point.id,
-                {
-                    DENSE: point.chunk_vectors.tolist(),
-                    SPARSE: self._keywords.embed_document(point.keyword_text),
-                },
-                point.payload,
-            )
-            for point in points
-        ]
+        edge_points = []
+        for point in points:
+            vectors: dict[str, Any] = {SPARSE: self._keywords.embed_document(point.keyword_text)}
+            if point.chunk_vectors.size:  # a point stored while the embedder was down has only its keywords
+                vectors[DENSE] = point.chunk_vectors.tolist()
+            edge_points.append(qe.Point(point.id, vectors, point.payload))
+        self._ensure_room("write to")
         with self._write_lock:
             self.shard.update(qe.UpdateOperation.upsert_points(edge_points))
 
     def set_payload(self, ids: Sequence[int], payload: dict[str, Any]) -> None:
         """Merge payload keys into existing points."""
+        self._ensure_room("write to")
         with self._write_lock:
             self.shard.update(qe.UpdateOperation.set_payload(list(ids), payload))
 
     def delete(self, ids: Sequence[int]) -> None:
         """Remove points by id."""
+        self._ensure_room("write to")
         with self._write_lock:
             self.shard.update(qe.UpdateOperation.delete_points(list(ids)))
 
@@ -219,11 +238,13 @@ class EdgeStore:
         if len(legs) == 1:
             request = qe.QueryRequest(limit=limit, query=legs[0], filter=flt, with_payload=True)
         else:
-            depth = max(limit * 4, 40)
+            depth = prefetch_depth(limit)
             request = qe.QueryRequest(
                 limit=limit,
                 prefetches=[qe.Prefetch(limit=depth, query=leg, filter=flt) for leg in legs],
-                query=qe.Fusion.Rrf(k=60),  # type: ignore[arg-type]  # the stub omits Fusion's variants
+                query=qe.Fusion.Rrf(  # type: ignore[arg-type]  # the stub omits Fusion's variants
+                    k=RRF_K, weights=[DENSE_WEIGHT, KEYWORD_WEIGHT]
+                ),
                 filter=flt,
                 with_payload=True,
             )

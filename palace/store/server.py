@@ -21,18 +21,18 @@ from palace.store.base import (
     DATETIME_INDEXES,
     DENSE,
     KEYWORD_INDEXES,
+    NEEDS_EMBEDDING,
+    NEEDS_EMBEDDING_PENDING,
     SPARSE,
     CollectionIdentity,
     MemoryFilter,
     PointWrite,
     StoredPoint,
 )
-from palace.store.keywords import keyword_model
+from palace.store.keywords import DENSE_WEIGHT, KEYWORD_WEIGHT, RRF_K, keyword_model, prefetch_depth
 
 T = TypeVar("T")
 
-# The edge store fuses with Rrf(k=60); FusionQuery(RRF) would use Qdrant's default k=2 and rank differently.
-RRF_K = 60
 FACET_LIMIT = 10_000
 _CLIENT_ERRORS = (ApiException, QdrantException, httpx.HTTPError, grpc.RpcError)
 
@@ -63,6 +63,8 @@ def server_filter(memory_filter: MemoryFilter) -> models.Filter | None:
         must.append(models.FieldCondition(key="text_hash", match=models.MatchAny(any=list(memory_filter.text_hashes))))
     if memory_filter.ids is not None:
         must.append(models.HasIdCondition(has_id=list(memory_filter.ids)))
+    if memory_filter.needs_embedding:
+        must.append(models.FieldCondition(key=NEEDS_EMBEDDING, match=models.MatchValue(value=NEEDS_EMBEDDING_PENDING)))
     if not memory_filter.include_superseded:
         now = memory_filter.current_at or datetime.now(UTC)
         must.append(
@@ -233,17 +235,12 @@ class ServerStore:
         """Insert or replace points in one operation."""
         if not points:
             return
-        structs = [
-            models.PointStruct(
-                id=point.id,
-                vector={
-                    DENSE: point.chunk_vectors.tolist(),
-                    SPARSE: _sparse(self._keywords.embed_document(point.keyword_text)),
-                },
-                payload=point.payload,
-            )
-            for point in points
-        ]
+        structs = []
+        for point in points:
+            vector: dict[str, Any] = {SPARSE: _sparse(self._keywords.embed_document(point.keyword_text))}
+            if point.chunk_vectors.size:  # a point stored while the embedder was down has only its keywords
+                vector[DENSE] = point.chunk_vectors.tolist()
+            structs.append(models.PointStruct(id=point.id, vector=vector, payload=point.payload))
         self._call("upsert", lambda: self._client.upsert(self._collection, points=structs, wait=True))
 
     def set_payload(self, ids: Sequence[int], payload: dict[str, Any]) -> None:
@@ -305,14 +302,14 @@ class ServerStore:
                 ),
             )
         else:
-            depth = max(limit * 4, 40)
+            depth = prefetch_depth(limit)
             prefetch = [models.Prefetch(query=query, using=using, filter=flt, limit=depth) for query, using in legs]
             response = self._call(
                 "search",
                 lambda: self._client.query_points(
                     self._collection,
                     prefetch=prefetch,
-                    query=models.RrfQuery(rrf=models.Rrf(k=RRF_K)),
+                    query=models.RrfQuery(rrf=models.Rrf(k=RRF_K, weights=[DENSE_WEIGHT, KEYWORD_WEIGHT])),
                     query_filter=flt,
                     limit=limit,
                     with_payload=True,

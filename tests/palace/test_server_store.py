@@ -27,6 +27,7 @@ from palace.store.base import (
     PointWrite,
 )
 from palace.store.edge import EdgeStore
+from palace.store.keywords import RRF_K
 from palace.store.server import ServerStore
 
 pytestmark = [
@@ -250,8 +251,8 @@ def test_it_hybrid_search_fuses_both_legs(store: ServerStore, rng: np.random.Gen
     # Second in both legs beats first in one: only a fusion ranks 3 on top.
     assert fused[0].id == 3
     assert set(ids(fused)) == {1, 2, 3}
-    # Qdrant's RRF gives 1 / (k + 0-based rank); k=60 as in the edge store, not Qdrant's default 2.
-    assert fused[0].score == pytest.approx(2 / 61)
+    # Qdrant's RRF gives weight / (k + 0-based rank), with the k both stores pass explicitly.
+    assert fused[0].score == pytest.approx(2 / (RRF_K + 1))
 
 
 def points_for_filters(rng: np.random.Generator) -> list[PointWrite]:

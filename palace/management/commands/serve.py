@@ -12,6 +12,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 
 from mcpserver.gunicorn_conf import several_workers_problem
+from palace.auth import insecure_start_problem
 from palazzo_site.environment import ConfigurationError, _bind
 
 
@@ -42,7 +43,12 @@ class Command(BaseCommand):
         if problem:
             raise CommandError(problem)
         call_command("migrate", interactive=False, verbosity=0)
+        problem = insecure_start_problem(bind)
         connections.close_all()
+        if problem:
+            raise CommandError(problem)
+        # The ASGI lifespan and the token check read the bind from the environment: give them the real one.
+        os.environ["PALAZZO_BIND"] = bind
         sys.stderr.write(f"palazzo: serving on http://{bind} (MCP at /mcp)\n")
         sys.stderr.flush()
         argv = [

@@ -1,0 +1,184 @@
+"""Bearer-token access to the HTTP routes that reach the palace: /mcp, /ingest, /export and /metrics.
+
+An ASGI wrapper, so it covers the MCP transport and Django's routes alike; it runs after the host guard.
+The authenticated identity travels in the ASGI scope (SCOPE_KEY), where the MCP tools and the Django
+views read it (request_identity) to stamp writes.
+"""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+import json
+import logging
+import socket
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+import anyio.to_thread
+from django.conf import settings
+from django.db import close_old_connections
+
+from palace import tokens
+from palace.tokens import TokenIdentity
+
+logger = logging.getLogger(__name__)
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+SCOPE_KEY = "palazzo.token"
+PROTECTED_PREFIXES = ("/mcp", "/ingest", "/export", "/metrics")
+WRITE_ROUTES = (("POST", "/ingest"),)
+
+
+@functools.lru_cache(maxsize=64)
+def is_loopback_host(host: str) -> bool:
+    """Whether a host name or address only ever reaches this machine."""
+    host = host.strip().strip("[]").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        pass
+    try:
+        addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
+    except OSError:
+        return False
+    return bool(addresses) and all(ipaddress.ip_address(str(a).split("%")[0]).is_loopback for a in addresses)
+
+
+def bind_host(bind: str) -> str:
+    """The host part of HOST:PORT (IPv6 in brackets or not)."""
+    return bind.rpartition(":")[0].strip("[]")
+
+
+def insecure_start_problem(bind: str) -> str | None:
+    """Why serving on this address is refused (off loopback, no token, no PALAZZO_ALLOW_INSECURE), or None."""
+    if is_loopback_host(bind_host(bind)) or tokens.active_tokens_exist():
+        return None
+    if settings.PALAZZO.allow_insecure:
+        logger.warning(
+            "serving on %s, off loopback, with no API token: anyone who can reach it can read and write the "
+            "palace (PALAZZO_ALLOW_INSECURE=1). Create one with `python manage.py token create NAME`.",
+            bind,
+        )
+        return None
+    return (
+        f"palazzo refuses to serve on {bind}, off loopback, with no API token: anyone on the network could read "
+        "and write the palace. Create a token first (`python manage.py token create NAME`), bind 127.0.0.1, or "
+        "set PALAZZO_ALLOW_INSECURE=1 to accept the risk."
+    )
+
+
+def is_protected(path: str) -> bool:
+    """Whether a path needs a bearer token (when tokens exist or the server is reachable off loopback)."""
+    return any(path == prefix or path.startswith(prefix + "/") for prefix in PROTECTED_PREFIXES)
+
+
+def request_identity(request_or_scope: Any) -> TokenIdentity | None:
+    """The token identity of a request (Django request, Starlette request or ASGI scope), None when unauthenticated."""
+    scope = request_or_scope
+    if not isinstance(scope, MutableMapping):
+        scope = getattr(request_or_scope, "scope", None)
+    identity = scope.get(SCOPE_KEY) if isinstance(scope, MutableMapping) else None
+    return identity if isinstance(identity, TokenIdentity) else None
+
+
+def writer(request_or_scope: Any, claimed: str) -> str:
+    """The added_by stamp of a write: the token's identity over anything the client claims."""
+    identity = request_identity(request_or_scope)
+    return identity.added_by if identity is not None else claimed
+
+
+def read_scope_refusal(request_or_scope: Any, tool: str) -> str | None:
+    """The error for a read-scoped token calling a write tool, or None when allowed."""
+    identity = request_identity(request_or_scope)
+    if identity is None or identity.can_write:
+        return None
+    return (
+        f"token {identity.name!r} has the read scope: {tool} writes to the palace and needs a token with the "
+        "write scope (python manage.py token create NAME --scope write)"
+    )
+
+
+def _bearer(scope: Scope) -> str | None:
+    for key, value in scope.get("headers", ()):
+        if key.lower() == b"authorization":
+            scheme, _, credentials = bytes(value).decode("latin-1").partition(" ")
+            return credentials.strip() if scheme.lower() == "bearer" and credentials.strip() else None
+    return None
+
+
+def _check(presented: str | None, server_host: str | None) -> tuple[bool, TokenIdentity | None]:
+    """(token required, identity) for one request; runs in a worker thread (database)."""
+    close_old_connections()
+    try:
+        identity = tokens.authenticate(presented) if presented else None
+        if identity is not None:
+            return True, identity
+        off_loopback = not is_loopback_host(bind_host(settings.PALAZZO.bind)) or (
+            server_host is not None and not is_loopback_host(server_host)
+        )
+        return tokens.active_tokens_exist() or (off_loopback and not settings.PALAZZO.allow_insecure), None
+    finally:
+        close_old_connections()
+
+
+async def _respond(send: Send, status: int, error: str, *, challenge: str | None = None) -> None:
+    body = json.dumps({"error": error}).encode("utf-8")
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if challenge is not None:
+        headers.append((b"www-authenticate", challenge.encode("latin-1")))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+class BearerAuth:
+    """ASGI middleware: 401 without a valid token on the protected routes, 403 for a read token writing."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not is_protected(scope.get("path", "")):
+            await self.app(scope, receive, send)
+            return
+        presented = _bearer(scope)
+        server = scope.get("server")
+        # A Unix socket (no port) is reachable only through its file permissions: treat it as local.
+        server_host = str(server[0]) if server and server[1] is not None else None
+        required, identity = await anyio.to_thread.run_sync(_check, presented, server_host)
+        if identity is None and required:
+            if presented is None:
+                await _respond(
+                    send, 401, "this route needs Authorization: Bearer <token>", challenge='Bearer realm="palazzo"'
+                )
+            else:
+                await _respond(
+                    send,
+                    401,
+                    "the bearer token is not valid (unknown, malformed or revoked)",
+                    challenge='Bearer realm="palazzo", error="invalid_token"',
+                )
+            return
+        if identity is not None and not identity.can_write:
+            method = str(scope.get("method", "GET")).upper()
+            path = scope.get("path", "")
+            if any(method == m and (path == p or path.startswith(p + "/")) for m, p in WRITE_ROUTES):
+                await _respond(
+                    send,
+                    403,
+                    f"token {identity.name!r} has the read scope: {method} {path} writes to the palace and needs a "
+                    "token with the write scope",
+                    challenge='Bearer realm="palazzo", error="insufficient_scope", scope="write"',
+                )
+                return
+        if identity is not None:
+            scope = dict(scope)
+            scope[SCOPE_KEY] = identity
+        await self.app(scope, receive, send)

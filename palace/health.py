@@ -1,0 +1,46 @@
+"""Health of the parts a palazzo server depends on: the database, the store and the embedder."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import connection
+
+from palace.store.base import MemoryFilter
+from palazzo_site import __version__
+
+
+def _database() -> dict[str, Any]:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+            cursor.fetchone()
+    except Exception as exc:
+        return {"status": "error", "error": str(exc)[:300]}
+    return {"status": "ok", "engine": connection.vendor}
+
+
+def _palace() -> tuple[dict[str, Any], dict[str, Any]]:
+    from palace import runtime
+
+    try:
+        embedder = runtime.get_embedder()
+    except Exception as exc:
+        failed = {"status": "error", "error": str(exc)[:300]}
+        return failed, {"status": "unknown", "error": "the embedder is not available"}
+    embedder_status = {"status": "ok", "model": embedder.model_name, "dimension": embedder.dimension}
+    try:
+        palace = runtime.get_palace()
+        total = palace.store.count(memory_filter=MemoryFilter())
+    except Exception as exc:
+        return embedder_status, {"status": "error", "error": str(exc)[:300]}
+    return embedder_status, {"status": "ok", "kind": type(palace.store).__name__, "memories": total}
+
+
+def health() -> dict[str, Any]:
+    """Status of each part and overall ('ok' only when every part is)."""
+    database = _database()
+    embedder, store = _palace()
+    parts = {"database": database, "store": store, "embedder": embedder}
+    overall = "ok" if all(part["status"] == "ok" for part in parts.values()) else "degraded"
+    return {"status": overall, "version": __version__, **parts}

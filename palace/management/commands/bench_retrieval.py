@@ -1,0 +1,231 @@
+"""python manage.py bench_retrieval: retrieval quality of find on a LoCoMo-format directory.
+
+Ingests corpus_<granularity>.jsonl into a throwaway palace (its own data dir and SQLite database;
+the configured palace is never touched), runs every query of queries_<granularity>.jsonl through
+palace.selectors.find restricted to its conversation (room), and prints R@k, Hit@k and MRR overall
+and per category, beside the chance level of a random ranking of the same conversation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import connections
+
+from palace import runtime, selectors, services
+from palace.errors import PalaceError
+from palace.forms import MAX_FIND_LIMIT
+
+MODES = {"hybrid": "hybrid", "dense": "dense", "bm25": "keyword"}
+BATCH = 256
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Every JSON object of a JSON-lines file."""
+    if not path.is_file():
+        raise CommandError(f"{path} does not exist")
+    with path.open(encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def rfc3339(timestamp: str | None) -> str | None:
+    """The record's timestamp with a zone (LoCoMo's are naive; read as UTC)."""
+    if not timestamp:
+        return None
+    return timestamp if timestamp.endswith("Z") or "+" in timestamp[10:] else timestamp + "Z"
+
+
+def recall_at(ranked: Sequence[set[str]], gold: set[str], k: int) -> float:
+    """Fraction of the gold ids among the first k ranked results."""
+    found: set[str] = set().union(*ranked[:k]) if ranked[:k] else set()
+    return len(found & gold) / len(gold)
+
+
+def reciprocal_rank(ranked: Sequence[set[str]], gold: set[str]) -> float:
+    """1 / (1-based rank of the first result holding a gold id), 0 if none does."""
+    for rank, ids in enumerate(ranked, start=1):
+        if ids & gold:
+            return 1.0 / rank
+    return 0.0
+
+
+def chance(size: int, gold: int, k: int, depth: int) -> tuple[float, float, float]:
+    """Expected R@k, Hit@k and MRR (over the first depth ranks) of a uniformly random ranking."""
+    if size == 0:
+        return 0.0, 0.0, 0.0
+    top = min(k, size)
+    hit = 1.0 - math.comb(size - gold, top) / math.comb(size, top)
+    mrr = sum(math.comb(size - r, gold - 1) / math.comb(size, gold) / r for r in range(1, min(depth, size) + 1))
+    return top / size, hit, mrr
+
+
+class Command(BaseCommand):
+    help = "Measure find's retrieval quality on a LoCoMo-format directory (corpus_*.jsonl, queries_*.jsonl)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--data", required=True, type=Path, help="directory with corpus_/queries_ files")
+        parser.add_argument("--granularity", required=True, choices=("turn", "session"))
+        parser.add_argument("--k", type=int, nargs="+", default=[5, 10], help=f"cut-offs, 1..{MAX_FIND_LIMIT}")
+        parser.add_argument("--out", type=Path, help='write {"qid", "ranked_ids"} JSON lines here')
+        parser.add_argument("--mode", choices=tuple(MODES), default="hybrid", help="ranking to measure")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        ks: list[int] = sorted(set(options["k"]))
+        if any(k < 1 or k > MAX_FIND_LIMIT for k in ks):
+            raise CommandError(f"--k values must be between 1 and {MAX_FIND_LIMIT} (find's limit)")
+        data: Path = options["data"]
+        granularity: str = options["granularity"]
+        corpus = read_jsonl(data / f"corpus_{granularity}.jsonl")
+        queries = read_jsonl(data / f"queries_{granularity}.jsonl")
+        with tempfile.TemporaryDirectory(prefix="palazzo-bench-retrieval-") as scratch:
+            original = settings.PALAZZO
+            original_db = dict(connections["default"].settings_dict)
+            try:
+                self._open_throwaway_palace(Path(scratch))
+                self._run(corpus, queries, ks, options)
+            except PalaceError as exc:
+                raise CommandError(str(exc)) from None
+            finally:
+                runtime.close_palace()
+                connections["default"].close()
+                connections["default"].settings_dict = original_db
+                settings.PALAZZO = original
+
+    def _open_throwaway_palace(self, scratch: Path) -> None:
+        # The model loads with the configured settings; the store, journal and database are scratch ones.
+        runtime.get_embedder()
+        runtime.close_palace()
+        settings.PALAZZO = dataclasses.replace(
+            settings.PALAZZO,
+            data_dir=scratch,
+            wal_path=scratch / "wal.jsonl",
+            usage_log=None,
+            qdrant_url=None,
+            read_only=False,
+        )
+        connection = connections["default"]
+        connection.close()
+        connection.settings_dict = {
+            **connection.settings_dict,
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": str(scratch / "bench.sqlite3"),
+        }
+        call_command("migrate", verbosity=0)
+
+    def _run(
+        self, corpus: list[dict[str, Any]], queries: list[dict[str, Any]], ks: list[int], options: dict[str, Any]
+    ) -> None:
+        env = settings.PALAZZO
+        ranking = MODES[options["mode"]]
+        started = time.perf_counter()
+        runtime.get_palace()
+        corpus_ids: dict[int, list[str]] = defaultdict(list)
+        size: dict[str, int] = defaultdict(int)
+        merged = 0
+        for start in range(0, len(corpus), BATCH):
+            records = corpus[start : start + BATCH]
+            result = services.store_batch(
+                items=[
+                    {
+                        "text": record["text"],
+                        "category": env.categories[0],
+                        "wing": env.wings[0],
+                        "room": record["conversation"],
+                        "hall": env.halls[0],
+                        "session": record.get("session"),
+                        "timestamp": rfc3339(record.get("timestamp")),
+                    }
+                    for record in records
+                ]
+            )
+            for record, outcome in zip(records, result["items"]):
+                if outcome["status"] == "failed":
+                    raise CommandError(f"corpus record {record['id']} was refused: {outcome['error']}")
+                memory = outcome["memory"]
+                merged += outcome["status"] != "stored"
+                corpus_ids[memory["id"]].append(record["id"])
+                size[memory["room"]] += outcome["status"] == "stored"
+        ingest_seconds = time.perf_counter() - started
+        if merged:
+            self.stdout.write(
+                f"note: {merged} corpus records have the text of an earlier record and were merged into its "
+                "memory (store dedup); a result for that memory counts as every corpus id with that text"
+            )
+
+        depth = MAX_FIND_LIMIT
+        sums: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        counts: dict[str, int] = defaultdict(int)
+        skipped = 0
+        out = options["out"].open("w", encoding="utf-8") if options["out"] else None
+        started = time.perf_counter()
+        try:
+            for query in queries:
+                gold = set(query.get("gold_ids") or [])
+                if not gold:
+                    skipped += 1
+                    continue
+                found = selectors.find(query=query["query"], limit=depth, room=query["conversation"], ranking=ranking)
+                ranked = [set(corpus_ids.get(memory["id"], [])) for memory in found["results"]]
+                if out:
+                    flat = [cid for ids in ranked for cid in sorted(ids)]
+                    out.write(json.dumps({"qid": query["qid"], "ranked_ids": flat}) + "\n")
+                metrics = {f"R@{k}": recall_at(ranked, gold, k) for k in ks}
+                metrics |= {f"Hit@{k}": float(any(ids & gold for ids in ranked[:k])) for k in ks}
+                metrics["MRR"] = reciprocal_rank(ranked, gold)
+                for k in ks:
+                    r, h, m = chance(size[query["conversation"]], len(gold), k, depth)
+                    metrics[f"chance R@{k}"], metrics[f"chance Hit@{k}"] = r, h
+                metrics["chance MRR"] = m
+                for group in ("all", f"{query.get('category', '?')} {query.get('category_name', '')}".strip()):
+                    counts[group] += 1
+                    for name, value in metrics.items():
+                        sums[group][name] += value
+        finally:
+            if out:
+                out.close()
+        query_seconds = time.perf_counter() - started
+        self._report(sums, counts, ks, options, ingest_seconds, query_seconds, skipped, len(corpus))
+
+    def _report(
+        self,
+        sums: dict[str, dict[str, float]],
+        counts: dict[str, int],
+        ks: list[int],
+        options: dict[str, Any],
+        ingest_seconds: float,
+        query_seconds: float,
+        skipped: int,
+        corpus_size: int,
+    ) -> None:
+        names = [f"R@{k}" for k in ks] + [f"Hit@{k}" for k in ks] + ["MRR"]
+        answered = counts.get("all", 0)
+        self.stdout.write(
+            f"bench_retrieval {options['data']} granularity={options['granularity']} mode={options['mode']} "
+            f"model={runtime.get_embedder().model_name}: {corpus_size} records, {answered} queries"
+            + (f" ({skipped} without gold skipped)" if skipped else "")
+        )
+        self.stdout.write(f"{'group':<16}{'n':>5}" + "".join(f"{name:>9}" for name in names))
+        groups = ["all", *sorted(group for group in counts if group != "all")]
+        for group in groups:
+            n = counts[group]
+            self.stdout.write(f"{group:<16}{n:>5}" + "".join(f"{sums[group][name] / n:>9.3f}" for name in names))
+        if answered:
+            self.stdout.write(
+                f"{'chance (all)':<16}{answered:>5}"
+                + "".join(f"{sums['all']['chance ' + name] / answered:>9.3f}" for name in names)
+            )
+        self.stdout.write(
+            f"MRR is over the first {MAX_FIND_LIMIT} results (find's limit). Ingest {ingest_seconds:.1f} s, "
+            f"queries {query_seconds:.1f} s ({1000 * query_seconds / max(answered, 1):.1f} ms per find)"
+        )

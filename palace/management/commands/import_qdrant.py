@@ -1,0 +1,95 @@
+"""python manage.py import_qdrant --url URL --collection NAME: import a Rust palazzo or mcp-server-qdrant collection."""
+
+from __future__ import annotations
+
+import getpass
+import json
+import sys
+import time
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from tqdm import tqdm
+
+from palace import ingest as ingest_service
+from palace.errors import PalaceError
+from palace.management.commands.ingest import SHOWN_FAILURES, summary
+
+
+class Command(BaseCommand):
+    help = (
+        "Import every point of a Qdrant collection written by the Rust palazzo (or mcp-server-qdrant), "
+        "re-embedding with the current model and keeping ids, timestamps and temporal fields."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        where = parser.add_mutually_exclusive_group(required=True)
+        where.add_argument("--url", help="Qdrant server URL, e.g. http://127.0.0.1:6333")
+        where.add_argument("--path", help="a qdrant-client local-mode directory instead of a server")
+        parser.add_argument("--collection", required=True, help="collection to read")
+        parser.add_argument("--api-key", help="Qdrant API key")
+        for key in ("category", "wing", "hall"):
+            parser.add_argument(
+                f"--default-{key}", help=f"{key} for points whose {key} is missing or not in this palace's vocabulary"
+            )
+        parser.add_argument("--default-room", help="room for points that have none (e.g. mcp-server-qdrant's)")
+        parser.add_argument("--skip-duplicates", action="store_true", help="report duplicates as skipped")
+        parser.add_argument("--json", action="store_true", help="print every point's result (JSON Lines) on stdout")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            user = getpass.getuser()
+        except (KeyError, OSError):
+            user = "unknown"
+        defaults = ingest_service.ImportDefaults(
+            category=options["default_category"],
+            wing=options["default_wing"],
+            room=options["default_room"],
+            hall=options["default_hall"],
+        )
+        try:
+            total, reports = ingest_service.import_qdrant(
+                collection=options["collection"],
+                url=options["url"],
+                path=options["path"],
+                api_key=options["api_key"],
+                defaults=defaults,
+                skip_duplicates=options["skip_duplicates"],
+                added_by=f"manage.py import_qdrant/{user}",
+            )
+        except PalaceError as exc:
+            raise CommandError(str(exc)) from None
+        started = time.perf_counter()
+        running = ingest_service.empty_counts()
+        failures = reassigned = 0
+        error = None
+        with tqdm(total=total, unit="point", file=sys.stderr, disable=not sys.stderr.isatty()) as bar:
+            for report in reports:
+                if report.error is not None:
+                    error = f"chunk {report.chunk}: {report.error}"
+                    break
+                running = report.running
+                bar.update(len(report.results))
+                for result in report.results:
+                    if options["json"]:
+                        self.stdout.write(json.dumps(result))
+                    if result["status"] == "failed":
+                        failures += 1
+                        message = f"point {result['source_id']}: {result['error']}"
+                    elif result["id"] != result["source_id"]:
+                        reassigned += 1
+                        message = f"point {result['source_id']} -> id {result['id']} ({result['status']})"
+                    else:
+                        continue
+                    if not options["json"] and failures + reassigned <= SHOWN_FAILURES:
+                        self.stderr.write(message)
+        if options["json"]:
+            self.stdout.write(json.dumps(ingest_service.done_line(running)))
+        self.stderr.write(
+            summary(running, time.perf_counter() - started).replace("ingest:", "import_qdrant:", 1)
+            + f"; {reassigned} points got new ids (their old ids were not integers >= 1000000000)"
+        )
+        if error:
+            self.stderr.write(f"import stopped: {error}")
+        if error or running["failed"]:
+            raise SystemExit(1)

@@ -1,0 +1,109 @@
+"""Prometheus metrics (prometheus-client): HTTP requests by route, tool calls, embedding time, palace size.
+
+Counters live in this process; with several gunicorn workers each worker answers /metrics with its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
+
+logger = logging.getLogger(__name__)
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+# A fixed set of route labels: raw paths would let any client create unbounded series.
+ROUTES = ("/mcp", "/ingest", "/export", "/metrics", "/healthz", "/admin", "/api")
+METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+HTTP_REQUESTS = Counter(
+    "palazzo_http_requests", "HTTP requests answered, by route, method and status.", ["route", "method", "status"]
+)
+HTTP_SECONDS = Histogram(
+    "palazzo_http_request_duration_seconds", "HTTP request latency by route.", ["route"], buckets=LATENCY_BUCKETS
+)
+TOOL_CALLS = Counter(
+    "palazzo_tool_calls", "Palace calls (MCP tools, prompt, resource), by tool and outcome.", ["tool", "outcome"]
+)
+TOOL_SECONDS = Histogram(
+    "palazzo_tool_duration_seconds", "Palace call latency by tool.", ["tool"], buckets=LATENCY_BUCKETS
+)
+EMBEDDING_SECONDS = Histogram(
+    "palazzo_embedding_duration_seconds",
+    "Time spent embedding, by kind (documents, query).",
+    ["kind"],
+    buckets=LATENCY_BUCKETS,
+)
+MEMORIES = Gauge("palazzo_memories", "Memories in the palace (all, or current: not superseded).", ["state"])
+JOURNAL_PENDING = Gauge("palazzo_journal_pending", "Journal entries written but not yet applied to the store.")
+STORE_UP = Gauge("palazzo_store_up", "1 when the last scrape could read the store, else 0.")
+
+
+def route_label(path: str) -> str:
+    """The metric label of a request path: one of ROUTES, or 'other'."""
+    for route in ROUTES:
+        if path == route or path.startswith(route + "/"):
+            return route
+    return "other"
+
+
+def observe_tool(*, tool: str, ok: bool, seconds: float) -> None:
+    """Count one palace call and its latency."""
+    TOOL_CALLS.labels(tool, "ok" if ok else "error").inc()
+    TOOL_SECONDS.labels(tool).observe(seconds)
+
+
+def render() -> bytes:
+    """The exposition text, with the palace gauges read now."""
+    from palace import selectors
+    from palace.models import JournalEntry
+
+    JOURNAL_PENDING.set(JournalEntry.objects.filter(status=JournalEntry.Status.PENDING).count())
+    try:
+        status = selectors.status()
+    except Exception as exc:  # a scrape must still answer (and say so) when the store is down
+        logger.warning("metrics: cannot read the store: %s", exc)
+        STORE_UP.set(0)
+    else:
+        STORE_UP.set(1)
+        MEMORIES.labels("all").set(status["total"])
+        MEMORIES.labels("current").set(status["current"])
+    return generate_latest()
+
+
+class RequestMetrics:
+    """ASGI middleware counting every HTTP request by route, method and status, with its latency."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def counting_send(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, counting_send)
+        finally:
+            route = route_label(scope.get("path", ""))
+            method = str(scope.get("method", "")).upper()
+            HTTP_REQUESTS.labels(route, method if method in METHODS else "OTHER", str(status)).inc()
+            HTTP_SECONDS.labels(route).observe(time.perf_counter() - started)

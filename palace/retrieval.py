@@ -1,0 +1,62 @@
+"""How find turns a query into store legs: hybrid by default, keyword-only when the embedder is down."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from palace.errors import EmbedderUnavailable, InvalidInput
+from palace.runtime import Palace
+from palace.store.keywords import DENSE_WEIGHT, KEYWORD_WEIGHT, RRF_K
+
+logger = logging.getLogger(__name__)
+
+HYBRID = "hybrid"
+DENSE = "dense"
+KEYWORD = "keyword"
+RANKINGS = (HYBRID, DENSE, KEYWORD)
+# The best fused score a point can get: first (0-based rank 0) in both legs.
+BEST_FUSED_SCORE = (DENSE_WEIGHT + KEYWORD_WEIGHT) / RRF_K
+
+
+@dataclass(frozen=True)
+class SearchPlan:
+    """The legs one search runs, and why a leg is missing when it is."""
+
+    dense_query: npt.NDArray[np.float32] | None
+    keyword_query: str | None
+    degraded_reason: str | None = None
+
+    @property
+    def fused(self) -> bool:
+        """True when both legs run and the store fuses them."""
+        return self.dense_query is not None and bool(self.keyword_query)
+
+    def normalise(self, score: float) -> float:
+        """A fused RRF score as a fraction of the best possible one; leg scores are left as they are."""
+        return score / BEST_FUSED_SCORE if self.fused else score
+
+
+def plan_search(palace: Palace, *, query: str, ranking: str = HYBRID) -> SearchPlan:
+    """Embed the query for the dense leg unless the ranking skips it; fall back to keywords if embedding fails."""
+    if ranking not in RANKINGS:
+        raise InvalidInput.single("ranking", f"{ranking!r} is not one of {', '.join(RANKINGS)}")
+    if ranking == KEYWORD:
+        return SearchPlan(dense_query=None, keyword_query=query)
+    try:
+        vector = palace.embedder.query(query)
+    except EmbedderUnavailable as exc:
+        logger.warning("find answers from keywords only: %s", exc)
+        return SearchPlan(
+            dense_query=None,
+            keyword_query=query,
+            degraded_reason=f"the embedding backend is unavailable, so results come from keyword (BM25) "
+            f"matching only: {exc}",
+        )
+    from palace.services import embed_deferred
+
+    embed_deferred(palace)
+    return SearchPlan(dense_query=vector, keyword_query=query if ranking == HYBRID else None)

@@ -1,0 +1,55 @@
+"""GET /export: every memory as JSON Lines that POST /ingest accepts back, streamed in id order."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import anyio.to_thread
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
+from ninja import Router
+
+from palace import ingest as ingest_service
+from palace.errors import PalaceError
+from palace.routes.ingest import NDJSON, stream_from_thread
+
+router = Router(tags=["ingest"])
+# Lines per worker-thread hop: one store scroll page.
+LINES_PER_PART = 256
+
+OPENAPI = {
+    "responses": {
+        200: {
+            "description": (
+                "JSON Lines, streamed: one memory per line with every field (id, timestamps, valid_from, "
+                "valid_until, superseded_by, superseded_reason, supersedes, added_by; superseded memories "
+                "included), in id order. POST /ingest (or `manage.py ingest`) restores it as-is."
+            ),
+            "content": {NDJSON: {"schema": {"type": "string"}}},
+        },
+        503: {"description": "The palace cannot be opened (plain text reason)."},
+    }
+}
+
+
+def _parts(memories: Iterator[dict[str, object]]) -> Iterator[bytes]:
+    block: list[str] = []
+    for memory in memories:
+        block.append(ingest_service.export_line(memory))
+        if len(block) == LINES_PER_PART:
+            yield "".join(block).encode()
+            block = []
+    if block:
+        yield "".join(block).encode()
+
+
+@router.get("/export", openapi_extra=OPENAPI, summary="Export every memory as JSON Lines (streamed)")
+async def export(request: HttpRequest) -> HttpResponseBase:
+    """Stream every memory as JSON Lines."""
+    try:
+        memories = await anyio.to_thread.run_sync(ingest_service.export_memories)
+    except PalaceError as exc:
+        return HttpResponse(f"cannot export: {exc}\n", status=503, content_type="text/plain; charset=utf-8")
+    response = StreamingHttpResponse(stream_from_thread(_parts(memories)), content_type=NDJSON)
+    response["Cache-Control"] = "no-store"
+    return response

@@ -1,0 +1,130 @@
+"""The admin in a real headless Chromium (Debian's chromium + chromium-driver, driven by selenium)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.mcpserver.conftest import ROOT, http_server, migrate, server_env
+from tests.mcpserver.test_auth_http import token_client
+
+pytestmark = pytest.mark.slow
+
+ARTIFACTS = ROOT / "artifacts"
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1280,1400",
+)
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[object]:
+    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if chromium is None or driver is None:
+        pytest.fail("chromium and chromedriver are required: run scripts/ci-services.sh (make services)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in CHROMIUM_FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={tmp_path / 'chromium-profile'}")
+    session = webdriver.Chrome(service=Service(executable_path=driver), options=options)
+    try:
+        yield session
+    finally:
+        session.quit()
+
+
+def test_it_shows_the_journal_and_the_overview_chart_in_a_browser(tmp_path: Path, browser: object) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.remote.webdriver import WebDriver
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    assert isinstance(browser, WebDriver)
+    data_dir = tmp_path / "data"
+    migrate(data_dir)
+    env = server_env(data_dir, DJANGO_SUPERUSER_PASSWORD="correct horse battery")
+    subprocess.run(
+        [
+            sys.executable,
+            "manage.py",
+            "createsuperuser",
+            "--no-input",
+            "--username",
+            "admin",
+            "--email",
+            "admin@example.com",
+        ],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    secret = subprocess.run(
+        [sys.executable, "manage.py", "token", "create", "browser-test"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout.strip()
+    with http_server(data_dir) as base_url:
+        with token_client(f"{base_url}/mcp", secret) as client:
+            stored = client.ok(
+                "palace_store",
+                {
+                    "text": "the admin shows this memory",
+                    "wing": "projects",
+                    "room": "admin",
+                    "hall": "facts",
+                    "category": "technical",
+                },
+            )
+            client.ok("palace_find", {"query": "what does the admin show"})
+
+        browser.get(f"{base_url}/admin/login/?next=/admin/palace/journalentry/")
+        browser.find_element(By.NAME, "username").send_keys("admin")
+        browser.find_element(By.NAME, "password").send_keys("correct horse battery")
+        browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+        WebDriverWait(browser, 30).until(lambda b: "journalentry" in b.current_url and "login" not in b.current_url)
+        rows = browser.find_elements(By.CSS_SELECTOR, "#result_list tbody tr")
+        assert len(rows) == 1 and "token:browser-test" in rows[0].text
+        assert browser.find_elements(By.LINK_TEXT, "Add journal entry") == []
+        rows[0].find_element(By.LINK_TEXT, str(stored["id"])).click()
+        WebDriverWait(browser, 30).until(lambda b: "the admin shows this memory" in b.page_source)
+
+        browser.get(f"{base_url}/admin/palace/palaceoverview/")
+        WebDriverWait(browser, 30).until(
+            lambda b: b.execute_script("return typeof Chart !== 'undefined' && !!Chart.getChart('tokens-saved-chart')")
+        )
+        # The chart drew: its canvas holds non-transparent pixels and its dataset has today's savings.
+        painted = browser.execute_script(
+            "const c = document.getElementById('tokens-saved-chart');"
+            "const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
+            "let n = 0; for (let i = 3; i < d.length; i += 4) { if (d[i] > 0) n++; } return n;"
+        )
+        saved_today = browser.execute_script(
+            "const data = Chart.getChart('tokens-saved-chart').data.datasets[0].data; return data[data.length - 1];"
+        )
+        assert painted > 1000 and saved_today > 0
+        assert "projects" in browser.find_element(By.ID, "counts-wings").text
+        assert "the admin shows this memory" in browser.find_element(By.ID, "newest-memories").text
+        ARTIFACTS.mkdir(exist_ok=True)
+        browser.save_screenshot(str(ARTIFACTS / "admin-overview.png"))
+    assert (ARTIFACTS / "admin-overview.png").stat().st_size > 10_000

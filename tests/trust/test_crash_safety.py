@@ -1,0 +1,188 @@
+"""Crash safety: SIGKILL a real server while agents store; every acknowledged memory survives exactly once.
+
+Also the verify command itself: it must notice every kind of disagreement between the journal and the store.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sqlite3
+import uuid
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import pytest
+from mcp import Client
+from mcp_types import Implementation
+
+from palace import services
+from palace.models import JournalEntry
+from palace.runtime import Palace
+from palace.verify import verify
+from tests.palace.helpers import memory
+from tests.trust.conftest import KillableServer, killable_server, manage, migrate
+
+WRITERS = 4
+BATCH_WRITERS = 1
+BATCH_SIZE = 8
+
+
+class Acknowledged:
+    """What the clients were told: id -> text of every memory whose tool result came back."""
+
+    def __init__(self) -> None:
+        self.memories: dict[int, str] = {}
+        self.calls = 0
+        self.failures_after_kill = 0
+
+
+async def _writer(url: str, number: int, acked: Acknowledged, batch: bool, stop: anyio.Event) -> None:
+    info = Implementation(name=f"crash-writer-{number}", version="1")
+    try:
+        async with Client(url, mode="legacy", client_info=info, read_timeout_seconds=30) as client:
+            index = 0
+            while not stop.is_set():
+                texts = [f"crash writer {number} memory {index + k} {uuid.uuid4().hex}" for k in range(BATCH_SIZE)]
+                if batch:
+                    result = await client.call_tool("palace_store_batch", {"items": [memory(t) for t in texts]})
+                else:
+                    texts = texts[:1]
+                    result = await client.call_tool("palace_store", memory(texts[0]))
+                assert not result.is_error, result.content
+                data: dict[str, Any] = json.loads(result.content[0].text)  # type: ignore[union-attr]
+                if batch:
+                    for item, text in zip(data["items"], texts):
+                        assert item["status"] == "stored"
+                        acked.memories[item["memory"]["id"]] = text
+                else:
+                    acked.memories[data["id"]] = texts[0]
+                acked.calls += 1
+                index += len(texts)
+    except Exception:
+        # The server died under us: the call in flight was never acknowledged, which is allowed to be lost.
+        if not stop.is_set():
+            acked.failures_after_kill += 1
+
+
+async def _store_until_killed(server: KillableServer, acked: Acknowledged, kill_after: int) -> None:
+    stop = anyio.Event()
+    async with anyio.create_task_group() as group:
+        for number in range(WRITERS + BATCH_WRITERS):
+            group.start_soon(_writer, server.base_url + "/mcp", number, acked, number >= WRITERS, stop)
+        with anyio.fail_after(60):
+            while len(acked.memories) < kill_after:
+                await anyio.sleep(0.01)
+        await anyio.to_thread.run_sync(server.kill)
+        stop.set()
+
+
+async def _recall_all(url: str, ids: list[int]) -> dict[int, str]:
+    found: dict[int, str] = {}
+    async with Client(url, mode="legacy", read_timeout_seconds=60) as client:
+        for start in range(0, len(ids), 100):
+            result = await client.call_tool("palace_recall", {"ids": ids[start : start + 100]})
+            data = json.loads(result.content[0].text)  # type: ignore[union-attr]
+            assert not result.is_error, data
+            for item in data["memories"]:
+                assert item["id"] not in found
+                found[item["id"]] = item["text"]
+    return found
+
+
+def _journal_statuses(data_dir: Path) -> dict[str, int]:
+    # Read-only, beside the running server: SQLite in WAL mode serves readers while a writer holds it.
+    with sqlite3.connect(f"file:{data_dir / 'palazzo.sqlite3'}?mode=ro", uri=True) as connection:
+        rows = connection.execute("SELECT status, COUNT(*) FROM palace_journalentry GROUP BY status").fetchall()
+    return dict(rows)
+
+
+@pytest.mark.slow
+def test_it_keeps_every_acknowledged_memory_exactly_once_after_sigkill(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    migrate(data_dir)
+    acked = Acknowledged()
+    kill_after = random.randint(30, 60)
+    with killable_server(data_dir) as server:
+        anyio.run(_store_until_killed, server, acked, kill_after)
+        assert server.process is not None and server.process.returncode is not None
+    assert len(acked.memories) >= kill_after
+    # The kill left the journal as it was: possibly entries written but never confirmed by the store.
+    left_pending = _journal_statuses(data_dir).get(JournalEntry.Status.PENDING, 0)
+    print(f"acknowledged {len(acked.memories)} memories in {acked.calls} calls; {left_pending} entries pending")
+    with killable_server(data_dir) as server:
+        assert _journal_statuses(data_dir).get(JournalEntry.Status.PENDING, 0) == 0
+        found = anyio.run(_recall_all, server.base_url + "/mcp", sorted(acked.memories))
+    assert set(found) == set(acked.memories), "acknowledged memories are missing after the crash"
+    assert all(found[memory_id] == text for memory_id, text in acked.memories.items())
+    result = manage(data_dir, "verify", "--json")
+    report = json.loads(result.stdout)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert report["ok"] and report["journal_pending"] == 0
+    assert report["duplicate_current_texts"] == 0, "a text was stored twice"
+    assert report["store_points"] == report["expected_points"] >= len(acked.memories)
+
+
+def test_it_verifies_an_agreeing_palace(palace: Palace) -> None:
+    first = services.store(**memory("verify: a stored memory"))
+    services.store_batch(items=[memory(f"verify: batch memory {i}") for i in range(3)])
+    services.supersede(supersedes=[first["id"]], reason="corrected", **memory("verify: the correction"))
+    doomed = services.store(**memory("verify: deleted later"))
+    services.delete(ids=[doomed["id"]], reason="test", confirm=True)
+    report = verify()
+    assert report["ok"], report
+    assert report["store_points"] == report["expected_points"] == 5
+    assert report["journal_entries"] == 5 and report["journal_pending"] == 0
+
+
+def test_it_reports_every_kind_of_difference(palace: Palace) -> None:
+    kept = services.store(**memory("verify: kept but garbled"))
+    lost = services.store(**memory("verify: lost by the store"))
+    gone = services.store(**memory("verify: deleted, then resurrected"))
+    point = palace.store.retrieve([gone["id"]])[0]
+    services.delete(ids=[gone["id"]], reason="test", confirm=True)
+    palace.store.delete([lost["id"]])
+    palace.store.set_payload([kept["id"]], {"text": "something else", "valid_until": "2020-01-01T00:00:00Z"})
+    vectors = palace.embedder.documents(["stray"])
+    from palace.store.base import PointWrite
+
+    palace.store.upsert(
+        [
+            PointWrite(id=gone["id"], chunk_vectors=vectors[0], payload=point.payload, keyword_text="x"),
+            PointWrite(id=1_900_000_000, chunk_vectors=vectors[0], payload={"text": "stray"}, keyword_text="stray"),
+        ]
+    )
+    report = verify()
+    assert not report["ok"]
+    differences = report["differences"]
+    assert differences["missing"] == [lost["id"]]
+    assert differences["deleted_but_present"] == [gone["id"]]
+    assert [item["id"] for item in differences["unexplained"]] == [1_900_000_000]
+    (garbled,) = differences["mismatched"]
+    assert garbled["id"] == kept["id"]
+    assert {"text", "valid_until", "text_hash_of_stored_text"} <= set(garbled["fields"])
+
+
+def test_it_counts_a_point_from_a_refused_write_as_unexplained(palace: Palace) -> None:
+    stored = services.store(**memory("verify: refused but written"))
+    JournalEntry.objects.filter(operation="store").update(status=JournalEntry.Status.FAILED)
+    report = verify()
+    assert report["differences"]["unexplained"][0]["id"] == stored["id"]
+    assert report["differences"]["unexplained"][0]["refused_by_entry"] is not None
+
+
+def test_it_exits_non_zero_and_prints_the_differences_from_the_command(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    migrate(data_dir)
+    with sqlite3.connect(data_dir / "palazzo.sqlite3") as connection:
+        payload = {"memories": [memory("never reached the store") | {"id": 1_000_000_000, "timestamp": None}]}
+        connection.execute(
+            "INSERT INTO palace_journalentry (created_at, operation, status, memory_ids, wing, added_by, reason, "
+            "payload, error) VALUES (datetime('now'), 'store', 'applied', '[1000000000]', 'projects', '', '', ?, '')",
+            (json.dumps(payload),),
+        )
+    result = manage(data_dir, "verify")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "missing: 1" in result.stdout and "1000000000" in result.stdout and "DIFFER" in result.stdout

