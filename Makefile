@@ -49,7 +49,7 @@ unit-postgres: setup
 conformance: setup
 	bash scripts/conformance.sh
 
-test: services lint typecheck conformance unit unit-postgres
+test: services lint typecheck conformance unit-postgres unit
 
 bench: setup
 	$(BIN)/python bench/bench_core.py
