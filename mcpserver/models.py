@@ -64,6 +64,8 @@ class FindResult(BaseModel):
 
     results: list[Memory]
     count: int
+    degraded: bool = Field(default=False, description="True when the embedder was unavailable: keyword (BM25) only.")
+    degraded_reason: str | None = Field(default=None, description="Why the results are keyword-only, when degraded.")
 
 
 class RecallResult(BaseModel):

@@ -114,7 +114,7 @@ def test_it_filters_find_by_since_and_until(palazzo: Palazzo) -> None:
     text = unique("Backups are verified every night at 02:00")
     stored = palazzo.ok("palace_store", memory(text))
     future = palazzo.ok("palace_find", {"query": text, "since": "2100-01-01T00:00:00Z"})
-    assert future == {"results": [], "count": 0}
+    assert future == {"results": [], "count": 0, "degraded": False, "degraded_reason": None}
     window = palazzo.ok(
         "palace_find", {"query": text, "since": "2020-01-01T00:00:00Z", "until": "2100-01-01T00:00:00Z"}
     )

@@ -50,16 +50,15 @@ def test_it_finds_an_exact_rare_token_that_only_the_keyword_leg_ranks(mixed: dic
     query = f"{RARE} key"
     assert ids(selectors.find(query=query, limit=1, ranking="keyword")) == [mixed["rare"]]
     assert ids(selectors.find(query=query, limit=1))[0] == mixed["rare"]
-    print("DENSE", ids(selectors.find(query=query, limit=7, ranking="dense")).index(mixed["rare"]))
 
 
 def test_it_finds_a_paraphrase_that_only_the_dense_leg_ranks(mixed: dict[str, int]) -> None:
-    query = "my pet is scared of storms"
+    query = "is my four-legged friend afraid of bad weather"
     paraphrase = mixed["paraphrase"]
     # No shared stemmed word: BM25 cannot place it at all.
     assert paraphrase not in ids(selectors.find(query=query, limit=7, ranking="keyword"))
     assert ids(selectors.find(query=query, limit=1, ranking="dense")) == [paraphrase]
-    assert paraphrase in ids(selectors.find(query=query, limit=2))
+    assert ids(selectors.find(query=query, limit=1)) == [paraphrase]
 
 
 def test_it_ranks_by_hybrid_by_default_and_says_it_is_not_degraded(mixed: dict[str, int]) -> None:

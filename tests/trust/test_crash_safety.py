@@ -6,14 +6,22 @@ Also the verify command itself: it must notice every kind of disagreement betwee
 from __future__ import annotations
 
 import json
+import os
 import random
+import re
+import signal
 import sqlite3
+import subprocess
+import sys
+import time
 import uuid
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.to_thread
+import httpx
 import pytest
 from mcp import Client
 from mcp_types import Implementation
@@ -23,11 +31,14 @@ from palace.models import JournalEntry
 from palace.runtime import Palace
 from palace.verify import verify
 from tests.palace.helpers import memory
-from tests.trust.conftest import KillableServer, killable_server, manage, migrate
+from tests.trust.conftest import ROOT, KillableServer, killable_server, manage, migrate, server_env
 
 WRITERS = 4
 BATCH_WRITERS = 1
 BATCH_SIZE = 8
+INGEST_ITEMS = 1000
+# manage.py ingest: enough chunks that a kill after two lands mid-file, few enough to re-run quickly.
+CLI_INGEST_ITEMS = 700
 
 
 class Acknowledged:
@@ -37,6 +48,7 @@ class Acknowledged:
         self.memories: dict[int, str] = {}
         self.calls = 0
         self.failures_after_kill = 0
+        self.ingested = 0
 
 
 async def _writer(url: str, number: int, acked: Acknowledged, batch: bool, stop: anyio.Event) -> None:
@@ -67,16 +79,50 @@ async def _writer(url: str, number: int, acked: Acknowledged, batch: bool, stop:
             acked.failures_after_kill += 1
 
 
-async def _store_until_killed(server: KillableServer, acked: Acknowledged, kill_after: int) -> None:
+def ingest_texts(count: int) -> list[str]:
+    run = uuid.uuid4().hex
+    return [f"bulk ingest line {index} of run {run}" for index in range(count)]
+
+
+async def _ingest(url: str, texts: list[str], acked: Acknowledged, stop: anyio.Event) -> None:
+    """POST /ingest; each streamed chunk line acknowledges the next items_in_chunk lines of the body."""
+    body = b"".join(json.dumps(memory(text)).encode() + b"\n" for text in texts)
+    try:
+        async with (
+            httpx.AsyncClient(timeout=120) as client,
+            client.stream("POST", url, content=body, headers={"Content-Type": "application/x-ndjson"}) as response,
+        ):
+            assert response.status_code == 200
+            async for line in response.aiter_lines():
+                report = json.loads(line)
+                assert "error" not in report, report
+                if "items_in_chunk" in report:
+                    assert report["counts"]["failed"] == 0
+                    acked.ingested += report["items_in_chunk"]
+    except (httpx.HTTPError, AssertionError):
+        if not stop.is_set():
+            raise
+
+
+async def _store_until_killed(
+    server: KillableServer, acked: Acknowledged, kill_after: int, texts: list[str], chunks_before_kill: int
+) -> None:
     stop = anyio.Event()
     async with anyio.create_task_group() as group:
+        group.start_soon(_ingest, server.base_url + "/ingest", texts, acked, stop)
         for number in range(WRITERS + BATCH_WRITERS):
             group.start_soon(_writer, server.base_url + "/mcp", number, acked, number >= WRITERS, stop)
-        with anyio.fail_after(60):
-            while len(acked.memories) < kill_after:
+        with anyio.fail_after(120):
+            while len(acked.memories) < kill_after or acked.ingested < chunks_before_kill * 256:
                 await anyio.sleep(0.01)
         await anyio.to_thread.run_sync(server.kill)
         stop.set()
+
+
+def _exported_texts(base_url: str) -> Counter[str]:
+    response = httpx.get(base_url + "/export", timeout=120)
+    assert response.status_code == 200, response.text
+    return Counter(json.loads(line)["text"] for line in response.text.splitlines() if line.strip())
 
 
 async def _recall_all(url: str, ids: list[int]) -> dict[int, str]:
@@ -101,28 +147,68 @@ def _journal_statuses(data_dir: Path) -> dict[str, int]:
 
 @pytest.mark.slow
 def test_it_keeps_every_acknowledged_memory_exactly_once_after_sigkill(tmp_path: Path) -> None:
+    """Agents store over /mcp while a bulk ingest streams over /ingest; SIGKILL mid-stream; restart."""
     data_dir = tmp_path / "data"
     migrate(data_dir)
     acked = Acknowledged()
     kill_after = random.randint(30, 60)
+    texts = ingest_texts(INGEST_ITEMS)
     with killable_server(data_dir) as server:
-        anyio.run(_store_until_killed, server, acked, kill_after)
+        anyio.run(_store_until_killed, server, acked, kill_after, texts, random.randint(1, 2))
         assert server.process is not None and server.process.returncode is not None
-    assert len(acked.memories) >= kill_after
+    assert len(acked.memories) >= kill_after and 0 < acked.ingested < INGEST_ITEMS
     # The kill left the journal as it was: possibly entries written but never confirmed by the store.
     left_pending = _journal_statuses(data_dir).get(JournalEntry.Status.PENDING, 0)
-    print(f"acknowledged {len(acked.memories)} memories in {acked.calls} calls; {left_pending} entries pending")
+    print(
+        f"acknowledged {len(acked.memories)} MCP memories in {acked.calls} calls and {acked.ingested} ingested "
+        f"lines; {left_pending} journal entries pending at the kill"
+    )
     with killable_server(data_dir) as server:
         assert _journal_statuses(data_dir).get(JournalEntry.Status.PENDING, 0) == 0
         found = anyio.run(_recall_all, server.base_url + "/mcp", sorted(acked.memories))
+        exported = _exported_texts(server.base_url)
     assert set(found) == set(acked.memories), "acknowledged memories are missing after the crash"
     assert all(found[memory_id] == text for memory_id, text in acked.memories.items())
+    assert all(exported[text] == 1 for text in acked.memories.values()), "an MCP memory is not there exactly once"
+    assert all(exported[text] == 1 for text in texts[: acked.ingested]), "an acknowledged ingest line was lost"
+    assert all(exported[text] <= 1 for text in texts), "an ingest line was stored twice"
     result = manage(data_dir, "verify", "--json")
     report = json.loads(result.stdout)
     assert result.returncode == 0, result.stdout + result.stderr
     assert report["ok"] and report["journal_pending"] == 0
     assert report["duplicate_current_texts"] == 0, "a text was stored twice"
-    assert report["store_points"] == report["expected_points"] >= len(acked.memories)
+    assert report["store_points"] == report["expected_points"] == sum(exported.values())
+
+
+@pytest.mark.slow
+def test_it_finishes_a_killed_manage_py_ingest_when_run_again_without_duplicates(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    migrate(data_dir)
+    texts = ingest_texts(CLI_INGEST_ITEMS)
+    source = tmp_path / "memories.jsonl"
+    source.write_text("".join(json.dumps(memory(text)) + "\n" for text in texts))
+    command = [sys.executable, "manage.py", "ingest", "--file", str(source)]
+    process = subprocess.Popen(
+        command, cwd=ROOT, env=server_env(data_dir), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while _journal_statuses(data_dir).get(JournalEntry.Status.APPLIED, 0) < 2:
+            assert process.poll() is None, "ingest finished before it could be killed"
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+    stored_before = _journal_statuses(data_dir)
+    rerun = manage(data_dir, "ingest", "--file", str(source), timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
+    print(f"journal at the kill: {stored_before}; rerun: {rerun.stderr.strip().splitlines()[-1]}")
+    assert re.search(rf"ingest: {CLI_INGEST_ITEMS} items: \d+ stored, [1-9]\d* duplicates returned", rerun.stderr)
+    report = json.loads(manage(data_dir, "verify", "--json").stdout)
+    assert report["ok"], report
+    assert report["store_points"] == CLI_INGEST_ITEMS and report["duplicate_current_texts"] == 0
 
 
 def test_it_verifies_an_agreeing_palace(palace: Palace) -> None:

@@ -10,8 +10,9 @@ import errno
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
-import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +25,7 @@ from mcp import Client
 from tests.mcpserver.conftest import Palazzo, connect
 from tests.palace.helpers import memory
 from tests.trust.conftest import killable_server, manage, migrate
+from tests.trust.fake_qdrant import FakeQdrant
 
 
 def _mount(*args: str) -> subprocess.CompletedProcess[str]:
@@ -229,5 +231,93 @@ def test_it_serializes_concurrent_stores_of_one_text_into_one_memory(held_palace
         assert [hit["text"] for hit in found].count(text) == 1
 
 
-def _unused() -> threading.Thread | None:  # pragma: no cover - keeps the threading import for the Qdrant tests
-    return None
+# A Qdrant server (QDRANT_URL) that goes away and comes back.
+
+QDRANT_TIMEOUT = 1.0
+# Each failing call may wait out the timeout once (plus its retry-free error path and the MCP round trip).
+FAIL_FAST_SECONDS = QDRANT_TIMEOUT + 4.0
+
+
+@pytest.fixture
+def fake_qdrant() -> Iterator[FakeQdrant]:
+    fake = FakeQdrant().start()
+    try:
+        yield fake
+    finally:
+        fake.stop()
+
+
+def _timed_error(client: Palazzo, tool: str, arguments: dict[str, Any]) -> tuple[str, float]:
+    started = time.monotonic()
+    message = client.error(tool, arguments)
+    elapsed = time.monotonic() - started
+    assert elapsed < FAIL_FAST_SECONDS, f"{tool} took {elapsed:.1f} s to fail"
+    assert "unexpectedly" not in message and "Traceback" not in message, message
+    return message, elapsed
+
+
+def _journal_rows(data_dir: Path) -> list[tuple[str, str]]:
+    with sqlite3.connect(f"file:{data_dir / 'palazzo.sqlite3'}?mode=ro", uri=True) as connection:
+        return connection.execute("SELECT status, memory_ids FROM palace_journalentry ORDER BY id").fetchall()
+
+
+@pytest.mark.slow
+def test_it_fails_fast_refuses_writes_and_recovers_without_a_restart_when_qdrant_goes_away(
+    tmp_path: Path, fake_qdrant: FakeQdrant
+) -> None:
+    data_dir = tmp_path / "data"
+    migrate(data_dir)
+    env = {"QDRANT_URL": fake_qdrant.url, "PALAZZO_QDRANT_TIMEOUT": str(QDRANT_TIMEOUT), "COLLECTION": "faults"}
+    with killable_server(data_dir, **env) as server, connect(server.base_url + "/mcp", "http") as client:
+        first = client.ok("palace_store", memory("fault tolerance memory on a served Qdrant"))
+        # Silent: accepts connections, never answers. Reads and writes fail within the timeout, clearly.
+        fake_qdrant.mode = "silent"
+        message, _ = _timed_error(client, "palace_find", {"query": "fault tolerance memory"})
+        assert fake_qdrant.url in message and f"within {QDRANT_TIMEOUT} s" in message
+        _timed_error(client, "palace_recall", {"ids": [first["id"]]})
+        message, _ = _timed_error(client, "palace_store", memory("refused while Qdrant is silent"))
+        assert fake_qdrant.url in message
+        # Down: every connection closed at once.
+        fake_qdrant.mode = "down"
+        message, elapsed = _timed_error(client, "palace_status", {})
+        assert "could not be reached" in message and elapsed < QDRANT_TIMEOUT + 1
+        # Writes that reach the journal and then time out are refused to the caller and marked failed.
+        fake_qdrant.mode = "silent_writes"
+        message, _ = _timed_error(client, "palace_store", memory("journaled, then refused by a silent Qdrant"))
+        assert "upsert" in message
+        refused = [json.loads(ids) for status, ids in _journal_rows(data_dir) if status == "failed"]
+        assert len(refused) == 1
+        # Back: the same server process serves again, no restart.
+        fake_qdrant.mode = "up"
+        second = client.ok("palace_store", memory("stored after Qdrant came back"))
+        recalled = client.ok("palace_recall", {"ids": [first["id"], second["id"], *refused[0]]})
+        assert recalled["missing"] == refused[0], "a refused write was applied"
+        assert client.total() == 2
+    assert [status for status, _ in _journal_rows(data_dir)] == ["applied", "failed", "applied"]
+    # A restart does not re-apply the refused write either.
+    with killable_server(data_dir, **env) as server, connect(server.base_url + "/mcp", "http") as client:
+        assert client.total() == 2
+    assert fake_qdrant.count("faults") == 2
+    report = _verify(data_dir, **env)
+    assert report["journal_failed"] == 1 and report["store_points"] == 2
+
+
+@pytest.mark.slow
+def test_it_flags_a_refused_write_that_qdrant_applied_after_the_timeout(
+    tmp_path: Path, fake_qdrant: FakeQdrant
+) -> None:
+    # A timed-out write's outcome is unknown: Qdrant may apply it after palazzo told the caller it failed.
+    # palazzo cannot prevent that; `verify` must show it rather than report agreement.
+    data_dir = tmp_path / "data"
+    migrate(data_dir)
+    env = {"QDRANT_URL": fake_qdrant.url, "PALAZZO_QDRANT_TIMEOUT": str(QDRANT_TIMEOUT), "COLLECTION": "late"}
+    with killable_server(data_dir, **env) as server, connect(server.base_url + "/mcp", "http") as client:
+        fake_qdrant.hold_seconds = QDRANT_TIMEOUT + 1
+        fake_qdrant.mode = "late_writes"
+        _timed_error(client, "palace_store", memory("applied by Qdrant after palazzo gave up"))
+        fake_qdrant.mode = "up"
+    result = manage(data_dir, "verify", "--json", **env)
+    report = json.loads(result.stdout)
+    assert result.returncode == 1 and not report["ok"]
+    (late,) = report["differences"]["unexplained"]
+    assert late["refused_by_entry"] is not None

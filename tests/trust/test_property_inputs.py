@@ -259,3 +259,52 @@ def test_it_answers_any_tool_input_over_mcp_with_a_result_or_a_clear_error(
         assert mcp_client.total() == total
     else:
         assert json.loads(text) == result.structured_content
+
+
+# The ingest item (POST /ingest, manage.py ingest): one JSON Lines body, any value in any field, any bytes.
+
+RESTORE_FIELDS = ("id", "valid_from", "valid_until", "superseded_by", "superseded_reason", "supersedes", "added_by")
+
+
+def ingest_items() -> st.SearchStrategy[Any]:
+    restore = {
+        "id": st.integers(min_value=999_999_999, max_value=2_000_000_000) | json_values,
+        "valid_from": timestamps | json_values,
+        "valid_until": timestamps | json_values,
+        "superseded_by": st.integers(min_value=999_999_999, max_value=2_000_000_000) | json_values,
+        "superseded_reason": st.text(max_size=20) | json_values,
+        "supersedes": memory_ids | json_values,
+        "added_by": st.text(max_size=20) | json_values,
+    }
+    with_restore = st.tuples(memory_items(), st.fixed_dictionaries({}, optional=restore)).map(
+        lambda pair: pair[0] | pair[1] if isinstance(pair[0], dict) else pair[0]
+    )
+    return st.one_of(memory_items(), with_restore)
+
+
+ingest_lines = st.one_of(
+    ingest_items().map(lambda item: json.dumps(item).encode() + b"\n"),
+    ingest_items().map(lambda item: json.dumps(item).encode() + b"\n"),
+    st.binary(max_size=60).map(lambda raw: raw.replace(b"\n", b" ") + b"\n"),
+)
+
+
+@PROPERTY_SETTINGS
+@given(lines=st.lists(ingest_lines, min_size=1, max_size=6))
+def test_it_survives_any_ingest_body(palace: Palace, lines: list[bytes]) -> None:
+    from palace.ingest import ingest
+
+    stores_before, entries_before = _counts(palace)
+    reports = list(ingest(lines=iter(lines), added_by="hypothesis/1"))
+    assert all(report.error is None for report in reports), [report.error for report in reports]
+    results = [result for report in reports for result in report.results]
+    stored = sum(report.counts["stored"] for report in reports)
+    for result in results:
+        assert result["status"] in ("stored", "duplicate", "skipped", "failed"), result
+        if result["status"] == "failed":
+            assert result["error"].strip()
+    event("stored some" if stored else "stored nothing")
+    stores_after, entries_after = _counts(palace)
+    assert stores_after - stores_before == stored
+    if not stored:
+        assert entries_after == entries_before, "an ingest that stored nothing wrote a journal entry"

@@ -130,7 +130,7 @@ class Command(BaseCommand):
         ranking = MODES[options["mode"]]
         started = time.perf_counter()
         runtime.get_palace()
-        corpus_ids: dict[int, list[str]] = defaultdict(list)
+        corpus_ids: dict[int, list[tuple[str, str]]] = defaultdict(list)
         size: dict[str, int] = defaultdict(int)
         merged = 0
         for start in range(0, len(corpus), BATCH):
@@ -154,13 +154,14 @@ class Command(BaseCommand):
                     raise CommandError(f"corpus record {record['id']} was refused: {outcome['error']}")
                 memory = outcome["memory"]
                 merged += outcome["status"] != "stored"
-                corpus_ids[memory["id"]].append(record["id"])
+                corpus_ids[memory["id"]].append((record["id"], record["conversation"]))
                 size[memory["room"]] += outcome["status"] == "stored"
         ingest_seconds = time.perf_counter() - started
         if merged:
             self.stdout.write(
                 f"note: {merged} corpus records have the text of an earlier record and were merged into its "
-                "memory (store dedup); a result for that memory counts as every corpus id with that text"
+                "memory (store dedup); a result for that memory counts as every corpus id of the query's "
+                "conversation with that text, and a record merged into another conversation's memory cannot be found"
             )
 
         depth = MAX_FIND_LIMIT
@@ -176,7 +177,14 @@ class Command(BaseCommand):
                     skipped += 1
                     continue
                 found = selectors.find(query=query["query"], limit=depth, room=query["conversation"], ranking=ranking)
-                ranked = [set(corpus_ids.get(memory["id"], [])) for memory in found["results"]]
+                ranked = [
+                    {
+                        cid
+                        for cid, conversation in corpus_ids.get(memory["id"], [])
+                        if conversation == query["conversation"]
+                    }
+                    for memory in found["results"]
+                ]
                 if out:
                     flat = [cid for ids in ranked for cid in sorted(ids)]
                     out.write(json.dumps({"qid": query["qid"], "ranked_ids": flat}) + "\n")

@@ -1,0 +1,318 @@
+"""Load on a palazzo server: N concurrent MCP sessions storing, finding and recalling for T seconds.
+
+Runs three phases against one server on 127.0.0.1 and prints throughput, p50/p95/p99 latency per tool and
+error counts for each:
+  1. baseline: one session, find only (the unloaded find p50 the targets are measured against);
+  2. load: N sessions doing a mix of palace_store, palace_find and palace_recall;
+  3. load + bulk ingest: the same while a JSON Lines body streams into POST /ingest.
+Targets: zero errors, and find p99 under load below 10x the unloaded find p50. Every phase stops by itself
+(after --seconds, or --max-calls per session). By default it starts its own server on a free port with a
+throwaway data dir; --url targets a running one (its palace gets the bench's memories).
+
+    python bench/load_mcp.py --clients 4 --seconds 15
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+from mcp import Client
+from mcp_types import Implementation
+
+ROOT = Path(__file__).resolve().parents[1]
+MEMORY = {"category": "technical", "wing": "projects", "room": "load-test", "hall": "facts"}
+QUERIES = ("backup schedule", "disk layout", "deploy steps", "database tuning", "network topology", "editor setup")
+TOOLS = ("palace_store", "palace_find", "palace_recall")
+
+
+@dataclass
+class Phase:
+    """Latencies (ms) and errors of one phase, per tool."""
+
+    name: str
+    latencies: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    errors: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    error_samples: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def record(self, tool: str, started: float, error: str | None) -> None:
+        self.latencies[tool].append((time.perf_counter() - started) * 1000.0)
+        if error is not None:
+            self.errors[tool] += 1
+            if len(self.error_samples) < 5:
+                self.error_samples.append(f"{tool}: {error[:200]}")
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    """Nearest-rank percentile of a non-empty list."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(fraction * len(ordered)) - 1))]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@contextmanager
+def own_server() -> Iterator[str]:
+    """`manage.py serve` on a free port with a throwaway data dir, stopped afterwards."""
+    data_dir = Path(tempfile.mkdtemp(prefix="palazzo-load-"))
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("PALAZZO_", "QDRANT_"))}
+    env.update(
+        DJANGO_SETTINGS_MODULE="palazzo_site.settings", PALAZZO_DATA_DIR=str(data_dir), PALAZZO_LOG_LEVEL="warning"
+    )
+    port = free_port()
+    log = (data_dir / "serve.log").open("wb")
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "serve", "--bind", f"127.0.0.1:{port}"],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            if process.poll() is not None:
+                raise SystemExit(f"the server exited with {process.returncode}; see {data_dir / 'serve.log'}")
+            try:
+                if httpx.get(url + "/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise SystemExit("the server did not start within 180 s")
+            time.sleep(0.2)
+        yield url
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+        log.close()
+
+
+async def _call(client: Client, phase: Phase, tool: str, arguments: dict[str, Any]) -> dict[str, Any] | None:
+    started = time.perf_counter()
+    try:
+        result = await client.call_tool(tool, arguments)
+    except Exception as exc:
+        phase.record(tool, started, f"{type(exc).__name__}: {exc}")
+        return None
+    text = result.content[0].text if result.content else ""  # type: ignore[union-attr]
+    phase.record(tool, started, text if result.is_error else None)
+    return None if result.is_error else json.loads(text)
+
+
+async def _session(
+    url: str, number: int, phase: Phase, deadline: float, max_calls: int, mix: tuple[str, ...], ids: list[int]
+) -> None:
+    info = Implementation(name=f"load-{number}", version="1")
+    rng = random.Random(number)
+    async with Client(url + "/mcp", mode="legacy", client_info=info, read_timeout_seconds=120) as client:
+        for _ in range(max_calls):
+            if time.monotonic() >= deadline:
+                return
+            tool = rng.choice(mix)
+            if tool == "palace_store":
+                text = f"load test memory from session {number}: {uuid.uuid4().hex} about {rng.choice(QUERIES)}"
+                data = await _call(client, phase, tool, {"text": text, **MEMORY})
+                if data is not None:
+                    ids.append(data["id"])
+            elif tool == "palace_find":
+                await _call(client, phase, tool, {"query": rng.choice(QUERIES), "limit": 5})
+            else:
+                await _call(client, phase, tool, {"ids": rng.sample(ids, min(5, len(ids)))})
+
+
+async def _ingest(url: str, items: int, phase: Phase) -> None:
+    run = uuid.uuid4().hex
+    body = b"".join(
+        json.dumps({"text": f"bulk load item {index} of {run}", **MEMORY}).encode() + b"\n" for index in range(items)
+    )
+    started = time.perf_counter()
+    stored = 0
+    try:
+        async with (
+            httpx.AsyncClient(timeout=600) as http,
+            http.stream("POST", url + "/ingest", content=body, headers={"Content-Type": "application/x-ndjson"}) as r,
+        ):
+            if r.status_code != 200:
+                phase.errors["ingest"] += 1
+                phase.error_samples.append(f"ingest: HTTP {r.status_code}")
+                return
+            async for line in r.aiter_lines():
+                report = json.loads(line)
+                if "error" in report:
+                    phase.errors["ingest"] += 1
+                    phase.error_samples.append(f"ingest: {report['error'][:200]}")
+                if report.get("done"):
+                    stored = report["counts"]["stored"]
+    except httpx.HTTPError as exc:
+        phase.errors["ingest"] += 1
+        phase.error_samples.append(f"ingest: {exc}")
+    seconds = time.perf_counter() - started
+    phase.extra["ingest"] = f"{stored}/{items} items stored in {seconds:.1f} s ({stored / seconds:.0f} items/s)"
+
+
+async def run_phase(
+    url: str,
+    phase: Phase,
+    *,
+    clients: int,
+    seconds: float,
+    max_calls: int,
+    mix: tuple[str, ...],
+    ids: list[int],
+    ingest_items: int = 0,
+) -> Phase:
+    started = time.monotonic()
+    deadline = started + seconds
+    async with anyio.create_task_group() as group:
+        if ingest_items:
+            group.start_soon(_ingest, url, ingest_items, phase)
+        for number in range(clients):
+            group.start_soon(_session, url, number, phase, deadline, max_calls, mix, ids)
+    phase.seconds = time.monotonic() - started
+    return phase
+
+
+async def seed(url: str, count: int) -> list[int]:
+    """Memories for find and recall to hit."""
+    items = [
+        {"text": f"seed memory {i} about {QUERIES[i % len(QUERIES)]}: {uuid.uuid4().hex}", **MEMORY}
+        for i in range(count)
+    ]
+    async with Client(url + "/mcp", mode="legacy", read_timeout_seconds=300) as client:
+        result = await client.call_tool("palace_store_batch", {"items": items})
+        data = json.loads(result.content[0].text)  # type: ignore[union-attr]
+        return [item["memory"]["id"] for item in data["items"]]
+
+
+def report(phase: Phase) -> None:
+    calls = sum(len(values) for values in phase.latencies.values())
+    errors = sum(phase.errors.values())
+    print(
+        f"\n== {phase.name}: {calls} calls in {phase.seconds:.1f} s = "
+        f"{calls / phase.seconds:.1f} calls/s, {errors} errors"
+    )
+    print(f"   {'tool':<16}{'calls':>7}{'errors':>8}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}{'max ms':>9}")
+    for tool in (*TOOLS, "ingest"):
+        values = phase.latencies.get(tool)
+        if not values:
+            continue
+        print(
+            f"   {tool:<16}{len(values):>7}{phase.errors.get(tool, 0):>8}{percentile(values, 0.5):>9.1f}"
+            f"{percentile(values, 0.95):>9.1f}{percentile(values, 0.99):>9.1f}{max(values):>9.1f}"
+        )
+    for key, value in phase.extra.items():
+        print(f"   {key}: {value}")
+    for sample in phase.error_samples:
+        print(f"   error: {sample}")
+
+
+async def main(args: argparse.Namespace, url: str) -> int:
+    ids = await seed(url, args.seed)
+    mix = ("palace_store",) * args.store + ("palace_find",) * args.find + ("palace_recall",) * args.recall
+    baseline = await run_phase(
+        url,
+        Phase("baseline (1 session, find only)"),
+        clients=1,
+        seconds=min(args.seconds, 5),
+        max_calls=50,
+        mix=("palace_find",),
+        ids=ids,
+    )
+    report(baseline)
+    phases = [
+        await run_phase(
+            url,
+            Phase(f"load ({args.clients} sessions, store:find:recall = {args.store}:{args.find}:{args.recall})"),
+            clients=args.clients,
+            seconds=args.seconds,
+            max_calls=args.max_calls,
+            mix=mix,
+            ids=ids,
+        )
+    ]
+    report(phases[-1])
+    if args.ingest_items:
+        phases.append(
+            await run_phase(
+                url,
+                Phase(f"load + bulk ingest of {args.ingest_items} items over POST /ingest"),
+                clients=args.clients,
+                seconds=args.seconds,
+                max_calls=args.max_calls,
+                mix=mix,
+                ids=ids,
+                ingest_items=args.ingest_items,
+            )
+        )
+        report(phases[-1])
+    unloaded_p50 = statistics.median(baseline.latencies["palace_find"])
+    print(f"\nunloaded find p50: {unloaded_p50:.1f} ms")
+    failed = False
+    for phase in phases:
+        find = phase.latencies.get("palace_find") or [float("nan")]
+        ratio = percentile(find, 0.99) / unloaded_p50
+        errors = sum(phase.errors.values())
+        ok = errors == 0 and ratio < 10
+        failed |= not ok
+        print(
+            f"{phase.name}: find p99 = {ratio:.1f}x unloaded p50, {errors} errors "
+            f"-> {'meets' if ok else 'MISSES'} target"
+        )
+    return 1 if failed else 0
+
+
+def parse_arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--url", help="a running server (default: start one with a throwaway data dir)")
+    parser.add_argument("--clients", type=int, default=4, help="concurrent MCP sessions (default 4)")
+    parser.add_argument("--seconds", type=float, default=15.0, help="length of each loaded phase (default 15)")
+    parser.add_argument("--max-calls", type=int, default=2000, help="cap on calls per session and phase")
+    parser.add_argument("--store", type=int, default=2, help="weight of palace_store in the mix (default 2)")
+    parser.add_argument("--find", type=int, default=5, help="weight of palace_find (default 5)")
+    parser.add_argument("--recall", type=int, default=3, help="weight of palace_recall (default 3)")
+    parser.add_argument("--seed", type=int, default=200, help="memories stored before the phases (default 200)")
+    parser.add_argument(
+        "--ingest-items", type=int, default=2000, help="bulk ingest size for the third phase (0 skips it)"
+    )
+    return parser.parse_args()
+
+
+if __name__ == "__main__":
+    arguments = parse_arguments()
+    if arguments.url:
+        sys.exit(anyio.run(main, arguments, arguments.url.rstrip("/")))
+    with own_server() as server_url:
+        code = anyio.run(main, arguments, server_url)
+    sys.exit(code)
