@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any, cast
+from typing import cast
 
 import anyio.to_thread
 from django.core.asgi import get_asgi_application
 from mcp.server.transport_security import TransportSecuritySettings
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcpserver.server import build_server, open_palace
 from palace import runtime
@@ -18,11 +18,6 @@ from palace.routes.ingest import limit_ingest_body
 
 logger = logging.getLogger(__name__)
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 MCP_PATH = "/mcp"
 # 256 memories of 32 KB each, JSON-escaped, with room to spare.

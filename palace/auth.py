@@ -12,23 +12,19 @@ import ipaddress
 import json
 import logging
 import socket
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import MutableMapping
 from typing import Any
 
 import anyio.to_thread
 from django.conf import settings
 from django.db import close_old_connections
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from palace import tokens
 from palace.tokens import TokenIdentity
 
 logger = logging.getLogger(__name__)
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 SCOPE_KEY = "palazzo.token"
 PROTECTED_PREFIXES = ("/mcp", "/ingest", "/export", "/metrics")

@@ -12,6 +12,7 @@ from palace.gain import gain_summary
 from palace.memories import public_memory
 from palace.runtime import get_palace
 from palace.store.base import MemoryFilter
+from palace.store.keywords import prefetch_depth
 from palace.timefmt import parse_rfc3339, utc_now
 
 DUPLICATE_THRESHOLD = 0.95
@@ -72,9 +73,12 @@ def find(
     fetch = min(limit_value * RECENCY_FETCH_FACTOR, RECENCY_FETCH_CAP) if half_life > 0 else limit_value
     fetch = max(fetch, limit_value)
     plan = retrieval.plan_search(palace, query=fields["query"], ranking=ranking)
+    if plan.fused:  # session context needs the session-mates of the hits among the candidates
+        fetch = max(fetch, prefetch_depth(limit_value))
     hits = palace.store.search(
         dense_query=plan.dense_query, keyword_query=plan.keyword_query, memory_filter=memory_filter, limit=fetch
     )
+    hits = plan.rerank(hits)
     results = []
     for hit in hits:
         score = plan.normalise(hit.score or 0.0)

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, MutableMapping
-from typing import Any
+from collections.abc import AsyncIterator, Iterator
 
 import anyio.to_thread
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from ninja import Router
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from palace import auth
 from palace import ingest as ingest_service
@@ -134,13 +134,6 @@ async def ingest(request: HttpRequest, skip_duplicates: bool = False) -> HttpRes
     response["Cache-Control"] = "no-store"
     response["X-Accel-Buffering"] = "no"
     return response
-
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 def limit_ingest_body(app: ASGIApp) -> ASGIApp:

@@ -36,7 +36,7 @@ from tests.trust.conftest import ROOT, KillableServer, killable_server, manage, 
 WRITERS = 4
 BATCH_WRITERS = 1
 BATCH_SIZE = 8
-INGEST_ITEMS = 1000
+INGEST_ITEMS = 2000
 # manage.py ingest: enough chunks that a kill after two lands mid-file, few enough to re-run quickly.
 CLI_INGEST_ITEMS = 700
 
@@ -151,7 +151,7 @@ def test_it_keeps_every_acknowledged_memory_exactly_once_after_sigkill(tmp_path:
     data_dir = tmp_path / "data"
     migrate(data_dir)
     acked = Acknowledged()
-    kill_after = random.randint(30, 60)
+    kill_after = random.randint(8, 20)
     texts = ingest_texts(INGEST_ITEMS)
     with killable_server(data_dir) as server:
         anyio.run(_store_until_killed, server, acked, kill_after, texts, random.randint(1, 2))
