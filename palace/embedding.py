@@ -16,6 +16,8 @@ from palace.metrics import EMBEDDING_SECONDS
 # cut by one window boundary is whole in the next.
 CHUNK_CHARS = 1400
 CHUNK_OVERLAP = 250
+# Texts per turn of a document pass (a single store waits at most one piece of a bulk import).
+DOCUMENT_PIECE = 32
 
 
 def chunk_text(text: str) -> list[str]:
@@ -43,8 +45,10 @@ class PalaceEmbedder:
 
     def __init__(self, embedder: Embedder) -> None:
         self.backend = embedder
-        # onnxruntime sessions run one inference at a time better than several contending for 2 cores.
-        self._lock = threading.Lock()
+        # Document passes take turns in pieces, so a single store waits for one piece rather than a
+        # whole bulk batch; queries skip the turn-taking altogether (sessions are thread-safe), so a
+        # search never waits behind an ingest.
+        self._documents_lock = threading.Lock()
 
     @property
     def model_name(self) -> str:
@@ -64,17 +68,20 @@ class PalaceEmbedder:
             chunks = chunk_text(text)
             spans.append((len(pieces), len(pieces) + len(chunks)))
             pieces.extend(chunks)
+        parts = []
         try:
-            with self._lock, EMBEDDING_SECONDS.labels("documents").time():
-                vectors = self.backend.embed_documents(pieces)
+            for start in range(0, len(pieces), DOCUMENT_PIECE):
+                with self._documents_lock, EMBEDDING_SECONDS.labels("documents").time():
+                    parts.append(self.backend.embed_documents(pieces[start : start + DOCUMENT_PIECE]))
         except EmbeddingError as exc:
             raise EmbedderUnavailable(str(exc)) from exc
+        vectors = np.concatenate(parts) if parts else np.zeros((0, self.dimension), dtype=np.float32)
         return [vectors[start:end] for start, end in spans]
 
     def query(self, text: str) -> npt.NDArray[np.float32]:
         """The query vector for a search."""
         try:
-            with self._lock, EMBEDDING_SECONDS.labels("query").time():
+            with EMBEDDING_SECONDS.labels("query").time():
                 return self.backend.embed_queries([text])[0]
         except EmbeddingError as exc:
             raise EmbedderUnavailable(str(exc)) from exc

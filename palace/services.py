@@ -231,8 +231,21 @@ def store_batch(
         cleaned.append(fields)
         outcomes.append({"index": index})
     palace = get_palace()
+    # Embed before taking the write lock so concurrent writers and searches do not queue behind a
+    # whole embedding pass; the duplicate check is repeated under the lock, where it decides.
+    candidates = _fresh_texts(palace, cleaned)
+    prepared = dict(zip(candidates, _embed_or_defer(palace, candidates))) if candidates else {}
     with _write_lock:
-        return _store_validated(palace, cleaned, outcomes, skip_duplicates=skip_duplicates, added_by=added_by)
+        return _store_validated(
+            palace, cleaned, outcomes, prepared=prepared, skip_duplicates=skip_duplicates, added_by=added_by
+        )
+
+
+def _fresh_texts(palace: Palace, cleaned: list[dict[str, Any] | None]) -> list[str]:
+    """Distinct valid texts that no current memory holds yet, in input order."""
+    texts = list(dict.fromkeys(fields["text"] for fields in cleaned if fields is not None))
+    existing = _existing_duplicates(palace, texts)
+    return [text for text in texts if text not in existing]
 
 
 def _store_validated(
@@ -240,6 +253,7 @@ def _store_validated(
     cleaned: list[dict[str, Any] | None],
     outcomes: list[dict[str, Any]],
     *,
+    prepared: dict[str, npt.NDArray[np.float32]],
     skip_duplicates: bool,
     added_by: str,
 ) -> dict[str, Any]:
@@ -260,7 +274,12 @@ def _store_validated(
             first_in_batch[text] = index
             fresh.append(index)
     if fresh:
-        vectors = _embed_or_defer(palace, [cleaned[index]["text"] for index in fresh])  # type: ignore[index]
+        fresh_texts = [cleaned[index]["text"] for index in fresh]  # type: ignore[index]
+        # A text can become fresh between the check and the lock only if its memory was deleted meanwhile.
+        late = [text for text in fresh_texts if text not in prepared]
+        if late:
+            prepared = prepared | dict(zip(late, _embed_or_defer(palace, late)))
+        vectors = [prepared[text] for text in fresh_texts]
 
         def build(ids: list[int]) -> dict[str, Any]:
             records = []

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from embeddings.ollama_backend import OllamaEmbedder
-from palace import runtime, selectors, services
+from palace import retrieval, runtime, selectors, services
 from palace.embedding import PalaceEmbedder, chunk_text
 from palace.runtime import Palace
-from palace.store.base import MemoryFilter
+from palace.store.base import MemoryFilter, StoredPoint
 from palace.timefmt import format_rfc3339
 from tests.palace.helpers import memory
 
@@ -67,6 +67,18 @@ def test_it_ranks_by_hybrid_by_default_and_says_it_is_not_degraded(mixed: dict[s
     assert {mixed["rare"], mixed["paraphrase"]} <= set(ids(found))
     # Fused scores are a fraction of the best possible (first in both legs).
     assert all(0 < result["score"] <= 1 for result in found["results"])
+
+
+def test_it_lifts_a_fused_hit_by_half_the_best_other_hit_of_its_session() -> None:
+    def hit(point_id: int, score: float, session: str | None) -> StoredPoint:
+        return StoredPoint(id=point_id, payload={"session": session} if session else {}, score=score)
+
+    hits = [hit(1, 1.0, "a"), hit(2, 0.9, "b"), hit(3, 0.8, "b"), hit(4, 0.85, None), hit(5, 0.1, "b")]
+    ranked = retrieval.with_session_context(hits)
+    assert [point.id for point in ranked] == [2, 3, 1, 4, 5]
+    scores = {point.id: point.score for point in ranked}
+    # 2 gains half of 3's score, 3 and 5 half of 2's; alone in its session or without one, no gain.
+    assert scores == pytest.approx({1: 1.0, 2: 1.3, 3: 1.25, 4: 0.85, 5: 0.55})
 
 
 def test_it_applies_filters_inside_both_legs_of_the_fusion(palace: Palace) -> None:

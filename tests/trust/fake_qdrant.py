@@ -13,6 +13,7 @@ import json
 import re
 import threading
 import time
+import warnings
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -141,7 +142,9 @@ class FakeQdrant:
             return local.delete_collection(name)
         if route == ("PUT", "/index"):
             index = models.CreateFieldIndex.model_validate(body)
-            return local.create_payload_index(name, field_name=index.field_name, field_schema=index.field_schema)
+            with warnings.catch_warnings():  # local mode ignores payload indexes, and says so
+                warnings.simplefilter("ignore", UserWarning)
+                return local.create_payload_index(name, field_name=index.field_name, field_schema=index.field_schema)
         if route == ("PUT", "/points"):
             points = TypeAdapter(models.PointInsertOperations).validate_python(body)
             assert isinstance(points, models.PointsList)

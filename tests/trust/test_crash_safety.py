@@ -39,6 +39,8 @@ BATCH_SIZE = 8
 INGEST_ITEMS = 2000
 # manage.py ingest: enough chunks that a kill after two lands mid-file, few enough to re-run quickly.
 CLI_INGEST_ITEMS = 700
+# However the machine's load shares time between the paths, the kill waits for at least this many MCP acks.
+MIN_ACKED = 5
 
 
 class Acknowledged:
@@ -104,6 +106,12 @@ async def _ingest(url: str, texts: list[str], acked: Acknowledged, stop: anyio.E
             raise
 
 
+def _time_to_kill(acked: Acknowledged, kill_after: int, chunks_before_kill: int, total: int) -> bool:
+    """Enough acknowledged on both paths, or the ingest nearly done: the kill must land mid-stream."""
+    ingest_nearly_done = acked.ingested >= total - 2 * 256 and len(acked.memories) >= MIN_ACKED
+    return ingest_nearly_done or (len(acked.memories) >= kill_after and acked.ingested >= chunks_before_kill * 256)
+
+
 async def _store_until_killed(
     server: KillableServer, acked: Acknowledged, kill_after: int, texts: list[str], chunks_before_kill: int
 ) -> None:
@@ -113,7 +121,7 @@ async def _store_until_killed(
         for number in range(WRITERS + BATCH_WRITERS):
             group.start_soon(_writer, server.base_url + "/mcp", number, acked, number >= WRITERS, stop)
         with anyio.fail_after(120):
-            while len(acked.memories) < kill_after or acked.ingested < chunks_before_kill * 256:
+            while not _time_to_kill(acked, kill_after, chunks_before_kill, len(texts)):
                 await anyio.sleep(0.01)
         await anyio.to_thread.run_sync(server.kill)
         stop.set()
@@ -156,7 +164,7 @@ def test_it_keeps_every_acknowledged_memory_exactly_once_after_sigkill(tmp_path:
     with killable_server(data_dir) as server:
         anyio.run(_store_until_killed, server, acked, kill_after, texts, random.randint(1, 2))
         assert server.process is not None and server.process.returncode is not None
-    assert len(acked.memories) >= kill_after and 0 < acked.ingested < INGEST_ITEMS
+    assert len(acked.memories) >= MIN_ACKED and 0 < acked.ingested < INGEST_ITEMS
     # The kill left the journal as it was: possibly entries written but never confirmed by the store.
     left_pending = _journal_statuses(data_dir).get(JournalEntry.Status.PENDING, 0)
     print(
