@@ -14,7 +14,7 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 
-from palace import overview, selectors, tokens
+from palace import tokens
 from palace.errors import PalaceError
 from palace.models import ApiToken, JournalEntry, PalaceOverview, UsageEvent
 
@@ -67,6 +67,8 @@ class JournalEntryAdmin(ReadOnlyAdmin):
         if not self.has_view_permission(request):
             raise Http404
         try:
+            from palace import selectors  # the store bindings load on first use, not at Django start-up
+
             found = selectors.recall(ids=[memory_id])
             error = ""
         except PalaceError as exc:
@@ -123,6 +125,8 @@ class PalaceOverviewAdmin(ReadOnlyAdmin):
         if not self.has_view_permission(request):
             raise Http404
         try:
+            from palace import overview  # the store bindings load on first use, not at Django start-up
+
             data = overview.overview()
             error = ""
         except PalaceError as exc:
