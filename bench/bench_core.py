@@ -77,6 +77,19 @@ def make_texts(count: int, seed: int = 7) -> list[str]:
     ]
 
 
+def setup_throwaway_palace() -> None:
+    """Point Django at a fresh temporary data dir and migrate it (before any palace import)."""
+    os.environ["PALAZZO_DATA_DIR"] = tempfile.mkdtemp(prefix="palazzo-bench-")
+    os.environ.setdefault("PALAZZO_LOG_LEVEL", "warning")
+    os.environ["DJANGO_SETTINGS_MODULE"] = "palazzo_site.settings"
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
 def percentile(values: list[float], fraction: float) -> float:
     """The value below which that fraction of values fall."""
     ordered = sorted(values)
@@ -91,15 +104,7 @@ def main() -> None:
     parser.add_argument("--singles", type=int, default=300)
     args = parser.parse_args()
 
-    os.environ["PALAZZO_DATA_DIR"] = tempfile.mkdtemp(prefix="palazzo-bench-")
-    os.environ.setdefault("PALAZZO_LOG_LEVEL", "warning")
-    os.environ["DJANGO_SETTINGS_MODULE"] = "palazzo_site.settings"
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
+    setup_throwaway_palace()
     from palace import runtime, selectors, services
 
     started = time.perf_counter()

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_core import make_texts  # noqa: E402
+from bench_core import make_texts, setup_throwaway_palace  # noqa: E402
 
 
 def items(texts: list[str]) -> list[dict[str, str]]:
@@ -119,15 +119,9 @@ def main() -> None:
     args = parser.parse_args()
     count = args.count
 
-    os.environ["PALAZZO_DATA_DIR"] = tempfile.mkdtemp(prefix="palazzo-bench-")
-    os.environ.setdefault("PALAZZO_LOG_LEVEL", "warning")
-    os.environ["DJANGO_SETTINGS_MODULE"] = "palazzo_site.settings"
-    import django
-
-    django.setup()
+    setup_throwaway_palace()
     from django.core.management import call_command
 
-    call_command("migrate", verbosity=0)
     from palace import runtime, services
 
     palace = runtime.get_palace()

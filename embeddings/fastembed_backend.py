@@ -187,12 +187,3 @@ class FastEmbedEmbedder:
         """Embed queries with the model's query prefix."""
         prefix = self._prefixes.query
         return self._embed([prefix + text for text in texts] if prefix else texts)
-
-    def count_tokens(self, text: str) -> int:
-        """Number of model tokens in a text, without truncation."""
-        tokenizer = self._model.model.tokenizer
-        tokenizer.no_truncation()
-        try:
-            return len(tokenizer.encode(text).ids)
-        finally:
-            tokenizer.enable_truncation(max_length=self.max_tokens)

@@ -209,10 +209,7 @@ class PalaceForm(forms.Form):
         unknown = sorted(set(data) - set(self.base_fields))
         if unknown:
             raise InvalidInput({key: ["is not a known field"] for key in unknown[:10]})
-        super().__init__(data={key: value for key, value in data.items()})
-
-    def value_from_datadict_passthrough(self) -> None:
-        """Forms read raw JSON values; see _clean_fields."""
+        super().__init__(data=dict(data))
 
     def _clean_fields(self) -> None:
         # Widgets would coerce JSON values to strings; read them raw instead.
