@@ -164,6 +164,15 @@ def main() -> None:
             )
             missing -= len(chunk)
         fill = time.perf_counter() - fill_started
+        wait_for_index = getattr(palace.store, "wait_for_index", None)
+        if wait_for_index is not None:  # the embedded shard builds its HNSW graphs in the background
+            waited = time.perf_counter()
+            wait_for_index()
+            builds = palace.store.index_builds  # type: ignore[attr-defined]
+            print(
+                f"filled {size} at {size / fill:.0f} memories/s; {len(builds)} background index builds so far, "
+                f"last took {builds[-1]['seconds'] if builds else 0:.1f} s; waited {time.perf_counter() - waited:.1f} s"
+            )
         for variant, extra in (("plain", {}), ("filtered room", {"room": "beta"})):
             latencies = []
             for query in queries:

@@ -74,7 +74,7 @@ def build_store() -> VectorStore:
         )
     from palace.store.edge import EdgeStore
 
-    return EdgeStore(path=env.data_dir / "shards" / env.collection)
+    return EdgeStore(path=env.data_dir / "shards" / env.collection, index_after=env.index_after)
 
 
 def get_embedder() -> PalaceEmbedder:

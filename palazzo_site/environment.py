@@ -52,6 +52,7 @@ class PalazzoEnvironment:
     wings: tuple[str, ...] = field(default=DEFAULT_WINGS)
     halls: tuple[str, ...] = field(default=DEFAULT_HALLS)
     allow_insecure: bool = False
+    index_after: int = 5000
 
 
 def _fail(name: str, value: str, rule: str) -> ConfigurationError:
@@ -74,6 +75,16 @@ def _positive_int(name: str, raw: str) -> int:
         raise _fail(name, raw, "expected a whole number") from None
     if value < 1:
         raise _fail(name, raw, "expected a number >= 1")
+    return value
+
+
+def _count(name: str, raw: str) -> int:
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise _fail(name, raw, "expected a whole number (0 or more)") from None
+    if value < 0:
+        raise _fail(name, raw, "expected a whole number (0 or more)")
     return value
 
 
@@ -168,4 +179,5 @@ def read_environment(environ: Mapping[str, str] | None = None) -> PalazzoEnviron
         wings=get("PALAZZO_WINGS", _word_list, DEFAULT_WINGS),
         halls=get("PALAZZO_HALLS", _word_list, DEFAULT_HALLS),
         allow_insecure=get("PALAZZO_ALLOW_INSECURE", _boolean, False),
+        index_after=get("PALAZZO_INDEX_AFTER", _count, 5000),
     )

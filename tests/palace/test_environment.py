@@ -19,6 +19,7 @@ def test_it_uses_the_documented_defaults() -> None:
     assert env.wal_path == Path("/tmp/palazzo-defaults/wal.jsonl")
     assert env.wings == DEFAULT_WINGS
     assert env.gain_enabled is True and env.read_only is False
+    assert env.index_after == 5000
 
 
 def test_it_reads_every_variable() -> None:
@@ -40,6 +41,7 @@ def test_it_reads_every_variable() -> None:
             "PALAZZO_LOG_LEVEL": "DEBUG",
             "PALAZZO_WINGS": "home,work",
             "PALAZZO_READ_ONLY": "yes",
+            "PALAZZO_INDEX_AFTER": "0",
         }
     )
     assert env.qdrant_url == "http://q:6333" and env.qdrant_api_key == "k" and env.collection == "c"
@@ -47,6 +49,7 @@ def test_it_reads_every_variable() -> None:
     assert env.embed_backend == "ollama" and env.embed_threads == 3
     assert env.usage_log == Path("/srv/u.jsonl") and env.gain_enabled is False
     assert env.log_level == "DEBUG" and env.wings == ("home", "work") and env.read_only is True
+    assert env.index_after == 0
 
 
 @pytest.mark.parametrize(
@@ -62,6 +65,8 @@ def test_it_reads_every_variable() -> None:
         ("PALAZZO_LOG_LEVEL", "loud", "debug, info"),
         ("PALAZZO_WINGS", "a,a", "unique"),
         ("PALAZZO_QDRANT_TIMEOUT", "-1", "> 0"),
+        ("PALAZZO_INDEX_AFTER", "-5", "0 or more"),
+        ("PALAZZO_INDEX_AFTER", "lots", "0 or more"),
     ],
 )
 def test_it_fails_loudly_naming_the_variable(name: str, value: str, rule: str) -> None:

@@ -159,11 +159,13 @@ def test_it_reports_a_read_only_data_dir_clearly_at_start_up(tmp_path: Path) -> 
     try:
         assert _mount("-o", "remount,ro,bind", str(point)).returncode == 0
         result = manage(point / "data", "status")
+        served = manage(point / "data", "serve", "--bind", "127.0.0.1:6399", timeout=60)
     finally:
         subprocess.run(["umount", "-l", str(point)], capture_output=True, timeout=30)
     assert result.returncode == 1
     assert "could not open the embedded palace" in result.stderr and "Read-only file system" in result.stderr
-    assert "Traceback" not in result.stderr
+    assert served.returncode == 1 and "cannot prepare the database" in served.stderr and "writable" in served.stderr
+    assert "Traceback" not in result.stderr + served.stderr
 
 
 def test_it_refuses_to_open_the_embedded_palace_on_a_nearly_full_disk_instead_of_crashing(

@@ -9,7 +9,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import connections
+from django.db import DatabaseError, connections
 
 from mcpserver.gunicorn_conf import several_workers_problem
 from palace.auth import insecure_start_problem
@@ -42,7 +42,13 @@ class Command(BaseCommand):
         problem = several_workers_problem(workers, env.qdrant_url)
         if problem:
             raise CommandError(problem)
-        call_command("migrate", interactive=False, verbosity=0)
+        try:
+            call_command("migrate", interactive=False, verbosity=0)
+        except DatabaseError as exc:
+            raise CommandError(
+                f"cannot prepare the database ({exc}); check that the data dir {env.data_dir} (or DATABASE_URL) "
+                "is writable by this user"
+            ) from None
         problem = insecure_start_problem(bind)
         connections.close_all()
         if problem:

@@ -1,0 +1,155 @@
+"""The embedded shard: HNSW graphs built in a background process, swapped in without losing a write."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import qdrant_edge as qe
+
+from palace.store.base import CollectionIdentity, MemoryFilter, PointWrite
+from palace.store.edge import EdgeStore, shard_config
+
+IDENTITY = CollectionIdentity(model_name="test-model", dimension=384)
+# Enough vectors (1.5 KB each) to pass the shard's indexing threshold, so a build makes real graphs.
+INDEXED = 1000
+
+
+def _vectors(count: int, seed: int) -> np.ndarray:
+    vectors = np.random.default_rng(seed).standard_normal((count, IDENTITY.dimension)).astype(np.float32)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def _points(first_id: int, vectors: np.ndarray) -> list[PointWrite]:
+    return [
+        PointWrite(
+            id=first_id + offset,
+            chunk_vectors=vector[None, :],
+            payload={"text": f"memory {first_id + offset}", "room": "r"},
+            keyword_text=f"memory number {first_id + offset}",
+        )
+        for offset, vector in enumerate(vectors)
+    ]
+
+
+def _open(path: Path, *, index_after: int) -> EdgeStore:
+    store = EdgeStore(path=path, index_after=index_after)
+    store.ensure_collection(IDENTITY)
+    return store
+
+
+def _fill(store: EdgeStore, vectors: np.ndarray) -> None:
+    for start in range(0, len(vectors), 100):
+        store.upsert(_points(start + 1, vectors[start : start + 100]))
+
+
+def _nearest(store: EdgeStore, vector: np.ndarray) -> int:
+    hits = store.search(dense_query=vector, keyword_query=None, memory_filter=MemoryFilter(), limit=1)
+    return hits[0].id
+
+
+def test_it_builds_the_index_in_the_background_and_keeps_every_write_made_meanwhile(tmp_path: Path) -> None:
+    store = _open(tmp_path / "shard", index_after=INDEXED)
+    vectors = _vectors(INDEXED, seed=1)
+    _fill(store, vectors)  # the last batch starts the build
+    later = _vectors(200, seed=2)
+    written = 0
+    while store._indexer is not None and written < len(later):
+        store.upsert(_points(INDEXED + 1 + written, later[written : written + 1]))
+        assert _nearest(store, vectors[written]) == written + 1  # searches go on during the build
+        written += 1
+        time.sleep(0.01)
+    store.set_payload([1, 2], {"room": "moved"})
+    store.delete([3])
+    store.wait_for_index()
+
+    [build] = store.index_builds
+    assert build["points"] == INDEXED and build["replayed"] > 0
+    assert store.count(memory_filter=MemoryFilter()) == INDEXED + written - 1
+    assert [point.payload["room"] for point in store.retrieve([1, 2, 4])] == ["moved", "moved", "r"]
+    assert store.retrieve([3]) == []
+    assert _nearest(store, later[written - 1]) == INDEXED + written
+    assert store.shard.info().indexed_vectors_count >= 2 * INDEXED  # the dense graph, besides the BM25 index
+    assert os.readlink(store.path) == ".shard.g2" and sorted(p.name for p in tmp_path.iterdir()) == [
+        ".shard.g2",
+        "shard",
+    ]
+    store.close()
+
+    reopened = _open(tmp_path / "shard", index_after=INDEXED)
+    assert reopened.count(memory_filter=MemoryFilter()) == INDEXED + written - 1
+    assert reopened._indexer is None  # nothing new to index
+    reopened.close()
+
+
+def test_it_builds_the_index_at_start_up_when_enough_is_unindexed(tmp_path: Path) -> None:
+    store = _open(tmp_path / "shard", index_after=0)
+    _fill(store, _vectors(INDEXED, seed=3))
+    assert store.index_builds == []
+    store.close()
+
+    reopened = _open(tmp_path / "shard", index_after=INDEXED)
+    reopened.wait_for_index()
+    assert [build["points"] for build in reopened.index_builds] == [INDEXED]
+    reopened.close()
+
+
+def test_it_abandons_a_build_cleanly_when_the_store_closes(tmp_path: Path) -> None:
+    store = _open(tmp_path / "shard", index_after=INDEXED)
+    _fill(store, _vectors(INDEXED, seed=4))
+    assert store._indexer is not None
+    store.close()
+
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".shard.g1", "shard"]
+    reopened = _open(tmp_path / "shard", index_after=0)
+    assert reopened.count(memory_filter=MemoryFilter()) == INDEXED
+    reopened.close()
+
+
+def test_it_adopts_a_shard_from_before_generations_and_repairs_an_interrupted_migration(tmp_path: Path) -> None:
+    legacy = tmp_path / "shard"
+    shard = qe.EdgeShard.create(str(legacy), shard_config(IDENTITY))
+    vector = _vectors(1, seed=5)
+    shard.update(qe.UpdateOperation.upsert_points([qe.Point(7, {"dense": vector.tolist()}, {"room": "r"})]))
+    shard.close()
+
+    store = _open(legacy, index_after=0)
+    assert legacy.is_symlink() and os.readlink(legacy) == ".shard.g0"
+    assert _nearest(store, vector[0]) == 7
+    store.close()
+
+    legacy.unlink()  # as if killed between moving the old directory and linking it
+    (tmp_path / ".shard.g3").mkdir()  # and a half-copied build left behind
+    (tmp_path / "shard.swap").symlink_to(".shard.g3")
+    store = _open(legacy, index_after=0)
+    assert _nearest(store, vector[0]) == 7
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".shard.g0", "shard"]
+    store.close()
+
+
+def test_it_serves_searches_from_other_threads_while_the_shard_is_swapped(tmp_path: Path) -> None:
+    store = _open(tmp_path / "shard", index_after=INDEXED)
+    vectors = _vectors(INDEXED, seed=6)
+    failures: list[BaseException] = []
+    stop = threading.Event()
+
+    def search_forever() -> None:
+        while not stop.is_set():
+            try:
+                store.search(dense_query=vectors[0], keyword_query="memory", memory_filter=MemoryFilter(), limit=5)
+            except BaseException as exc:  # any failure of a reader is the finding
+                failures.append(exc)
+
+    reader = threading.Thread(target=search_forever)
+    reader.start()
+    try:
+        _fill(store, vectors)
+        store.wait_for_index()
+    finally:
+        stop.set()
+        reader.join()
+    assert len(store.index_builds) == 1 and failures == []
+    store.close()
