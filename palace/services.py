@@ -7,6 +7,7 @@ import threading
 import weakref
 from collections import Counter
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -54,13 +55,23 @@ def _memory_record(fields: dict[str, Any], *, memory_id: int, timestamp: str, ad
     return record
 
 
+def keyword_text(text: str, timestamp: str | None) -> str:
+    """What BM25 indexes: the text, then the memory's date in words, so "on 3 June 2023" finds that day's memories."""
+    try:
+        moment = datetime.fromisoformat(str(timestamp).replace("Z", "+00:00"))
+    except ValueError:
+        return text
+    return f"{text}\n{moment.day} {moment:%B} {moment.year}"
+
+
 def _points(records: Sequence[dict[str, Any]], vectors: Sequence[npt.NDArray[np.float32]]) -> list[PointWrite]:
     points = []
     for record, vector in zip(records, vectors):
         payload = stored_payload(record)
         if not vector.size:
             payload[NEEDS_EMBEDDING] = NEEDS_EMBEDDING_PENDING
-        points.append(PointWrite(id=record["id"], chunk_vectors=vector, payload=payload, keyword_text=record["text"]))
+        words = keyword_text(record["text"], record.get("timestamp"))
+        points.append(PointWrite(id=record["id"], chunk_vectors=vector, payload=payload, keyword_text=words))
     return points
 
 
@@ -96,7 +107,7 @@ def embed_deferred(palace: Palace, *, batch_size: int = 64) -> int:
                         id=point.id,
                         chunk_vectors=vector,
                         payload={key: value for key, value in point.payload.items() if key != NEEDS_EMBEDDING},
-                        keyword_text=point.payload.get("text", ""),
+                        keyword_text=keyword_text(point.payload.get("text", ""), point.payload.get("timestamp")),
                     )
                     for point, vector in zip(chunk, vectors)
                 ]
