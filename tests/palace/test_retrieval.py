@@ -108,9 +108,9 @@ def test_it_finds_a_sentence_at_the_end_of_a_20_kb_memory(palace: Palace) -> Non
 def test_it_finds_a_memory_by_its_date_in_words(palace: Palace) -> None:
     may = services.store(text="We agreed on the new logo colours.", timestamp="2023-05-08T13:56:00Z", **TAGS)
     june = services.store(text="We agreed on the new logo fonts.", timestamp="2023-06-03T09:00:00Z", **TAGS)
-    for ranking in ("keyword", "hybrid"):
-        assert ids(selectors.find(query="What did we agree on 3 June 2023?", limit=1, ranking=ranking)) == [june["id"]]
-        assert ids(selectors.find(query="What did we agree in May 2023?", limit=1, ranking=ranking)) == [may["id"]]
+    # The keyword leg alone: with two memories, a dense leg that disagrees makes an exact RRF tie.
+    assert ids(selectors.find(query="What did we agree on 3 June 2023?", limit=1, ranking="keyword")) == [june["id"]]
+    assert ids(selectors.find(query="What did we agree in May 2023?", limit=1, ranking="keyword")) == [may["id"]]
 
 
 def test_it_composes_recency_and_time_filters_with_the_hybrid_ranking(palace: Palace) -> None:
