@@ -7,7 +7,6 @@ import threading
 import weakref
 from collections import Counter
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -36,7 +35,7 @@ from palace.memories import public_memory, stored_payload, text_hash
 from palace.models import JournalEntry
 from palace.runtime import Palace, get_palace
 from palace.store.base import NEEDS_EMBEDDING, NEEDS_EMBEDDING_PENDING, MemoryFilter, PointWrite, VectorStore
-from palace.timefmt import format_rfc3339, utc_now
+from palace.timefmt import format_rfc3339, parse_rfc3339, utc_now
 
 logger = logging.getLogger(__name__)
 
@@ -57,8 +56,10 @@ def _memory_record(fields: dict[str, Any], *, memory_id: int, timestamp: str, ad
 
 def keyword_text(text: str, timestamp: str | None) -> str:
     """What BM25 indexes: the text, then the memory's date in words, so "on 3 June 2023" finds that day's memories."""
+    if timestamp is None:
+        return text
     try:
-        moment = datetime.fromisoformat(str(timestamp).replace("Z", "+00:00"))
+        moment = parse_rfc3339(timestamp)
     except ValueError:
         return text
     return f"{text}\n{moment.day} {moment:%B} {moment.year}"
