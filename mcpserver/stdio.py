@@ -7,6 +7,7 @@ import logging
 import anyio
 
 from mcpserver.server import build_server
+from palace.gain import stop_usage_writer
 
 logger = logging.getLogger(__name__)
 
@@ -20,4 +21,7 @@ def run_stdio() -> None:
     """
     server = build_server(warm_up_in_background=True)
     logger.info("palazzo MCP server on stdio")
-    anyio.run(server.run_stdio_async)
+    try:
+        anyio.run(server.run_stdio_async)
+    finally:
+        stop_usage_writer()

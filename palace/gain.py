@@ -11,10 +11,14 @@ from __future__ import annotations
 import json
 import logging
 import math
+import queue
+import threading
+import time
 from datetime import datetime
 from typing import Any
 
 from django.conf import settings
+from django.db import connections
 from django.db.models import Count, Q, Sum
 
 from palace.models import UsageEvent
@@ -23,6 +27,11 @@ from palace.timefmt import format_rfc3339, utc_now
 logger = logging.getLogger(__name__)
 
 ESTIMATE_VERSION = "estimate@v1"
+# The background writer: at most this many events wait (beyond it callers write their own), and
+# it writes up to WRITE_BATCH of them in one statement.
+MAX_QUEUED_EVENTS = 10_000
+WRITE_BATCH = 500
+FLUSH_TIMEOUT_SECONDS = 15.0
 BYTES_PER_TOKEN = 4
 BASELINE_TOKENS = {
     "store": 1900,
@@ -63,37 +72,135 @@ def record_usage(
         return
     estimate = estimated_tokens(bytes_out)
     baseline = baseline_tokens(operation, items) if ok else 0
+    event = UsageEvent(
+        operation=operation,
+        tool=tool,
+        ok=ok,
+        exec_ms=exec_ms,
+        bytes_out=bytes_out,
+        estimated_tokens=estimate,
+        baseline_tokens=baseline,
+        added_by=added_by[:200],
+    )
+    line = None
+    if env.usage_log is not None:
+        line = {
+            "ts": format_rfc3339(utc_now()),
+            "operation": operation,
+            "tool": tool,
+            "ok": ok,
+            "exec_ms": round(exec_ms, 3),
+            "bytes": bytes_out,
+            "estimated_tokens": estimate,
+            "baseline": baseline,
+        }
+    writer = _writer
+    if writer is not None and writer.submit(event, line):
+        return
+    _write_usage([event], [line] if line else [])
+
+
+def _write_usage(events: list[UsageEvent], lines: list[dict[str, Any]]) -> None:
     try:
-        UsageEvent.objects.create(
-            operation=operation,
-            tool=tool,
-            ok=ok,
-            exec_ms=exec_ms,
-            bytes_out=bytes_out,
-            estimated_tokens=estimate,
-            baseline_tokens=baseline,
-            added_by=added_by[:200],
-        )
-        if env.usage_log is not None:
-            line = {
-                "ts": format_rfc3339(utc_now()),
-                "operation": operation,
-                "tool": tool,
-                "ok": ok,
-                "exec_ms": round(exec_ms, 3),
-                "bytes": bytes_out,
-                "estimated_tokens": estimate,
-                "baseline": baseline,
-            }
-            env.usage_log.parent.mkdir(parents=True, exist_ok=True)
-            with env.usage_log.open("a", encoding="utf-8") as handle:
-                handle.write(json.dumps(line) + "\n")
+        UsageEvent.objects.bulk_create(events)
+        log = settings.PALAZZO.usage_log
+        if log is not None and lines:
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with log.open("a", encoding="utf-8") as handle:
+                handle.writelines(json.dumps(line) + "\n" for line in lines)
     except Exception:  # usage is telemetry: never let it break the operation it describes
-        logger.warning("could not record usage for %s", operation, exc_info=True)
+        logger.warning("could not record usage of %d operation(s)", len(events), exc_info=True)
+
+
+class UsageWriter:
+    """Writes usage events on one background thread, so a call never waits on the database.
+
+    Under a bulk import the journal keeps SQLite's write lock busy, and a caller waiting for it
+    sleeps in SQLite's busy handler (1, 2, 5 ... 100 ms steps): that made a find's tail latency
+    ten times its median. Events queue here instead and are written in batches. A crash loses at
+    most the events still queued (usage is telemetry; memories go through the journal).
+    """
+
+    def __init__(self, *, max_queued: int = MAX_QUEUED_EVENTS) -> None:
+        self._queue: queue.Queue[tuple[UsageEvent, dict[str, Any] | None] | None] = queue.Queue(maxsize=max_queued)
+        self._thread = threading.Thread(target=self._run, name="palazzo-usage-writer", daemon=True)
+        self._thread.start()
+
+    def submit(self, event: UsageEvent, line: dict[str, Any] | None) -> bool:
+        """Queue one event; False when the queue is full (the caller then writes it itself)."""
+        try:
+            self._queue.put_nowait((event, line))
+        except queue.Full:
+            return False
+        return True
+
+    def flush(self, *, timeout: float = FLUSH_TIMEOUT_SECONDS) -> bool:
+        """Wait until every event queued so far is written; False if that took longer than timeout."""
+        deadline = time.monotonic() + timeout
+        with self._queue.all_tasks_done:
+            while self._queue.unfinished_tasks:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._queue.all_tasks_done.wait(remaining)
+        return True
+
+    def stop(self) -> None:
+        """Write what is queued, then end the thread."""
+        self._queue.put(None)
+        self._thread.join(timeout=FLUSH_TIMEOUT_SECONDS)
+
+    def _run(self) -> None:
+        try:
+            while True:
+                batch = [self._queue.get()]
+                while len(batch) < WRITE_BATCH:
+                    try:
+                        batch.append(self._queue.get_nowait())
+                    except queue.Empty:
+                        break
+                items = [item for item in batch if item is not None]
+                if items:
+                    _write_usage([event for event, _ in items], [line for _, line in items if line is not None])
+                for _ in batch:
+                    self._queue.task_done()
+                if len(items) < len(batch):
+                    return
+        finally:
+            connections.close_all()
+
+
+_writer: UsageWriter | None = None
+_writer_lock = threading.Lock()
+
+
+def start_usage_writer() -> None:
+    """Record usage from a background thread from now on (servers; commands write directly)."""
+    global _writer
+    with _writer_lock:
+        if _writer is None:
+            _writer = UsageWriter()
+
+
+def stop_usage_writer() -> None:
+    """Write the queued usage events and go back to writing them directly."""
+    global _writer
+    with _writer_lock:
+        writer, _writer = _writer, None
+    if writer is not None:
+        writer.stop()
+
+
+def flush_usage() -> None:
+    """Make every usage event recorded so far visible to queries (read-your-writes for gain)."""
+    writer = _writer
+    if writer is not None and not writer.flush():
+        logger.warning("usage events are still being written; gain figures may lag behind")
 
 
 def gain_summary(*, since: datetime | None = None) -> dict[str, Any]:
     """Totals of calls and tokens saved, overall and per operation."""
+    flush_usage()
     events = UsageEvent.objects.all()
     if since is not None:
         events = events.filter(created_at__gte=since)

@@ -9,6 +9,7 @@ from django.db.models import F, IntegerField, Sum, Value
 from django.db.models.functions import Greatest, TruncDate
 
 from palace import selectors
+from palace.gain import flush_usage
 from palace.journal import preview
 from palace.models import UsageEvent
 from palace.timefmt import utc_now
@@ -18,6 +19,7 @@ def tokens_saved_per_day(*, days: int = 30) -> list[dict[str, Any]]:
     """Tokens saved on each of the last `days` days (UTC), zero-filled, oldest first."""
     today = utc_now().date()
     first = today - timedelta(days=days - 1)
+    flush_usage()
     rows = (
         UsageEvent.objects.filter(created_at__date__gte=first)
         .annotate(day=TruncDate("created_at"))

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.mcpserver.conftest import ROOT, RunningServer, free_port, migrate, server_env
+from tests.mcpserver.conftest import ROOT, RunningServer, connect, free_port, http_server, migrate, server_env
 
 INITIALIZE = {
     "jsonrpc": "2.0",
@@ -49,6 +51,40 @@ def test_it_opens_a_stateful_session_on_initialize(http_palazzo: RunningServer) 
     assert response.status_code == 200
     assert response.headers.get("mcp-session-id")
     assert '"serverInfo"' in response.text
+
+
+def test_it_answers_tools_while_another_process_holds_the_database_write_lock(http_palazzo: RunningServer) -> None:
+    # Usage events are written by a background thread: a call never waits for SQLite's write lock
+    # (a bulk import keeps it busy), and the event still counts once the lock is free.
+    with connect(http_palazzo.base_url + "/mcp", "http") as client:
+        before = client.ok("palace_gain")["per_operation"].get("find", {"calls": 0})["calls"]
+        holder = sqlite3.connect(http_palazzo.data_dir / "palazzo.sqlite3", isolation_level=None)
+        try:
+            holder.execute("BEGIN IMMEDIATE")
+            assert client.ok("palace_find", {"query": "anything at all"})["degraded"] is False
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        assert client.ok("palace_gain")["per_operation"]["find"]["calls"] == before + 1
+
+
+def test_it_writes_the_queued_usage_events_before_it_stops(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    migrate(data_dir)
+    database = data_dir / "palazzo.sqlite3"
+    holder = sqlite3.connect(database, isolation_level=None, check_same_thread=False)
+    with http_server(data_dir) as base_url:
+        with connect(base_url + "/mcp", "http") as client:
+            holder.execute("BEGIN IMMEDIATE")  # the event of the next call waits in the queue
+            client.ok("palace_find", {"query": "anything at all"})
+        # Freed while the server is stopping (on leaving this block), which must wait for the write.
+        release = threading.Timer(1.0, lambda: holder.execute("ROLLBACK"))
+        release.start()
+    release.join()
+    holder.close()
+    with sqlite3.connect(database) as reader:
+        finds = reader.execute("SELECT count(*) FROM palace_usageevent WHERE operation = 'find'").fetchone()[0]
+    assert finds == 1
 
 
 def test_it_fails_start_up_when_another_server_holds_the_palace(http_palazzo: RunningServer) -> None:
