@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Sequence
 
@@ -16,8 +17,11 @@ from palace.metrics import EMBEDDING_SECONDS
 # cut by one window boundary is whole in the next.
 CHUNK_CHARS = 1400
 CHUNK_OVERLAP = 250
-# Texts per turn of a document pass (a single store waits at most one piece of a bulk import).
+# Texts per turn of a document pass: bulk passes take turns piece by piece.
 DOCUMENT_PIECE = 32
+# A pass this small (a single store, even of a long memory) skips the turn-taking, as queries do:
+# it shares the cores with a running bulk piece for a few ms instead of queueing behind it.
+SMALL_PASS = 8
 
 
 def chunk_text(text: str) -> list[str]:
@@ -45,9 +49,8 @@ class PalaceEmbedder:
 
     def __init__(self, embedder: Embedder) -> None:
         self.backend = embedder
-        # Document passes take turns in pieces, so a single store waits for one piece rather than a
-        # whole bulk batch; queries skip the turn-taking altogether (sessions are thread-safe), so a
-        # search never waits behind an ingest.
+        # Bulk document passes take turns in pieces; queries and small passes skip the turn-taking
+        # (sessions are thread-safe), so neither a search nor a single store waits behind an ingest.
         self._documents_lock = threading.Lock()
 
     @property
@@ -69,9 +72,10 @@ class PalaceEmbedder:
             spans.append((len(pieces), len(pieces) + len(chunks)))
             pieces.extend(chunks)
         parts = []
+        turns = contextlib.nullcontext() if len(pieces) <= SMALL_PASS else self._documents_lock
         try:
             for start in range(0, len(pieces), DOCUMENT_PIECE):
-                with self._documents_lock, EMBEDDING_SECONDS.labels("documents").time():
+                with turns, EMBEDDING_SECONDS.labels("documents").time():
                     parts.append(self.backend.embed_documents(pieces[start : start + DOCUMENT_PIECE]))
         except EmbeddingError as exc:
             raise EmbedderUnavailable(str(exc)) from exc
