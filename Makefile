@@ -34,6 +34,7 @@ run: setup
 
 lint: setup
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 typecheck: setup
 	$(BIN)/mypy palace embeddings mcpserver palazzo_site

@@ -87,8 +87,10 @@ async def run(args: argparse.Namespace) -> None:
                 started = time.perf_counter()
                 await client.call_tool("palace_find", {"query": query, "limit": 5})
                 latencies.append((time.perf_counter() - started) * 1000)
-            print(f"palace_find at {size} memories: p50 {statistics.median(latencies):.2f} ms, "
-                  f"p95 {percentile(latencies, 0.95):.2f} ms")
+            print(
+                f"palace_find at {size} memories: p50 {statistics.median(latencies):.2f} ms, "
+                f"p95 {percentile(latencies, 0.95):.2f} ms"
+            )
         if pid is not None:
             print(f"server peak RSS: {peak_rss_mib(pid):.0f} MiB")
 

@@ -137,8 +137,10 @@ class PalaceOverviewAdmin(ReadOnlyAdmin):
             "title": "Palace overview",
             "overview": data,
             "error": error,
-            "count_tables": [(label, sorted(counts.get(label, {}).items(), key=lambda kv: (-kv[1], kv[0])))
-                             for label in ("wings", "rooms", "halls", "categories")],
+            "count_tables": [
+                (label, sorted(counts.get(label, {}).items(), key=lambda kv: (-kv[1], kv[0])))
+                for label in ("wings", "rooms", "halls", "categories")
+            ],
             "chart_data": data.get("tokens_saved_per_day", []),
             "chart_installed": CHART_JS.is_file(),
             "opts": self.model._meta,

@@ -158,8 +158,16 @@ def restore_backup(*, source: Path) -> dict[str, Any]:
             target.close()
             backup_db.close()
     else:
-        _run(["pg_restore", "--no-owner", "--exit-on-error", "--dbname", _pg_environment()["PGDATABASE"],
-              str(source / PG_FILE)])
+        _run(
+            [
+                "pg_restore",
+                "--no-owner",
+                "--exit-on-error",
+                "--dbname",
+                _pg_environment()["PGDATABASE"],
+                str(source / PG_FILE),
+            ]
+        )
     wal_copy = source / WAL_FILE
     if wal_copy.is_file() and not settings.PALAZZO.wal_path.exists():
         settings.PALAZZO.wal_path.parent.mkdir(parents=True, exist_ok=True)

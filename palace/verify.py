@@ -85,9 +85,7 @@ def verify() -> dict[str, Any]:
         {"id": memory_id, "refused_by_entry": refused.get(memory_id)}
         for memory_id in sorted(set(actual) - set(expected) - set(deleted))
     ]
-    current_texts = Counter(
-        payload.get("text_hash") for payload in actual.values() if not payload.get("valid_until")
-    )
+    current_texts = Counter(payload.get("text_hash") for payload in actual.values() if not payload.get("valid_until"))
     differences: dict[str, list[Any]] = {
         "missing": missing,
         "mismatched": mismatched,

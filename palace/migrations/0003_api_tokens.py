@@ -4,41 +4,50 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('palace', '0002_id_allocator_row'),
+        ("palace", "0002_id_allocator_row"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='ApiToken',
+            name="ApiToken",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(help_text='Stamped as token:<name> on every write it makes.', max_length=64, unique=True)),
-                ('owner', models.CharField(blank=True, help_text='Who holds the token (a person or a team).', max_length=200)),
-                ('scope', models.CharField(choices=[('read', 'Read'), ('write', 'Write')], default='write', max_length=8)),
-                ('lookup', models.CharField(editable=False, max_length=16, unique=True)),
-                ('secret_hash', models.CharField(editable=False, max_length=64)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('last_used_at', models.DateTimeField(blank=True, editable=False, null=True)),
-                ('revoked_at', models.DateTimeField(blank=True, db_index=True, editable=False, null=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "name",
+                    models.CharField(
+                        help_text="Stamped as token:<name> on every write it makes.", max_length=64, unique=True
+                    ),
+                ),
+                (
+                    "owner",
+                    models.CharField(blank=True, help_text="Who holds the token (a person or a team).", max_length=200),
+                ),
+                (
+                    "scope",
+                    models.CharField(choices=[("read", "Read"), ("write", "Write")], default="write", max_length=8),
+                ),
+                ("lookup", models.CharField(editable=False, max_length=16, unique=True)),
+                ("secret_hash", models.CharField(editable=False, max_length=64)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("last_used_at", models.DateTimeField(blank=True, editable=False, null=True)),
+                ("revoked_at", models.DateTimeField(blank=True, db_index=True, editable=False, null=True)),
             ],
             options={
-                'verbose_name': 'API token',
-                'ordering': ['name'],
+                "verbose_name": "API token",
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='PalaceOverview',
-            fields=[
-            ],
+            name="PalaceOverview",
+            fields=[],
             options={
-                'verbose_name': 'palace overview',
-                'verbose_name_plural': 'palace overview',
-                'proxy': True,
-                'indexes': [],
-                'constraints': [],
+                "verbose_name": "palace overview",
+                "verbose_name_plural": "palace overview",
+                "proxy": True,
+                "indexes": [],
+                "constraints": [],
             },
-            bases=('palace.usageevent',),
+            bases=("palace.usageevent",),
         ),
     ]

@@ -197,7 +197,11 @@ def test_it_finishes_a_killed_manage_py_ingest_when_run_again_without_duplicates
     source.write_text("".join(json.dumps(memory(text)) + "\n" for text in texts))
     command = [sys.executable, "manage.py", "ingest", "--file", str(source)]
     process = subprocess.Popen(
-        command, cwd=ROOT, env=server_env(data_dir), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        command,
+        cwd=ROOT,
+        env=server_env(data_dir),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
         start_new_session=True,
     )
     try:

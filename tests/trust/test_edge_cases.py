@@ -61,9 +61,7 @@ class RawSession:
             "mcp-session-id": response.headers["mcp-session-id"],
             "mcp-protocol-version": "2025-06-18",
         }
-        self.http.post(
-            "/mcp", headers=self.headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"}
-        )
+        self.http.post("/mcp", headers=self.headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
 
     def post(self, body: bytes) -> httpx.Response:
         return self.http.post("/mcp", headers=self.headers, content=body)

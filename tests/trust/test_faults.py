@@ -88,9 +88,7 @@ def _verify(data_dir: Path, **extra_env: str) -> dict[str, Any]:
 
 
 @pytest.mark.slow
-def test_it_refuses_writes_clearly_on_a_full_disk_keeps_reading_and_recovers(
-    small_disk: Path, tmp_path: Path
-) -> None:
+def test_it_refuses_writes_clearly_on_a_full_disk_keeps_reading_and_recovers(small_disk: Path, tmp_path: Path) -> None:
     data_dir = small_disk / "data"
     migrate(data_dir)
     with killable_server(data_dir, log_dir=tmp_path) as server, connect(server.base_url + "/mcp", "http") as client:

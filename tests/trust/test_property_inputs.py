@@ -116,9 +116,11 @@ def arguments_for(spec: ToolSpec) -> st.SearchStrategy[dict[str, Any]]:
     if not properties:
         return st.just(base) | st.dictionaries(st.text(max_size=6), json_values, min_size=1, max_size=2)
     names = sorted(properties)
-    mutated = st.sets(st.sampled_from(names), max_size=3).flatmap(
-        lambda chosen: st.fixed_dictionaries({name: strategies[name] for name in sorted(chosen)})
-    ).map(lambda changes: base | changes)
+    mutated = (
+        st.sets(st.sampled_from(names), max_size=3)
+        .flatmap(lambda chosen: st.fixed_dictionaries({name: strategies[name] for name in sorted(chosen)}))
+        .map(lambda changes: base | changes)
+    )
     dropped = st.sets(st.sampled_from(names), min_size=1, max_size=2).map(
         lambda drop: {key: value for key, value in base.items() if key not in drop}
     )
@@ -241,9 +243,7 @@ def _finite(value: Any) -> bool:
 
 
 @hypothesis_settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
-@given(
-    call=st.sampled_from(sorted(SPECS)).flatmap(lambda name: st.tuples(st.just(name), arguments_for(SPECS[name])))
-)
+@given(call=st.sampled_from(sorted(SPECS)).flatmap(lambda name: st.tuples(st.just(name), arguments_for(SPECS[name]))))
 def test_it_answers_any_tool_input_over_mcp_with_a_result_or_a_clear_error(
     mcp_client: Palazzo, call: tuple[str, dict[str, Any]]
 ) -> None:
