@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import connections
+from django.db import close_old_connections, connections
 from django.db.models import Count, Q, Sum
 
 from palace.models import UsageEvent
@@ -161,6 +161,9 @@ class UsageWriter:
                         break
                 items = [item for item in batch if item is not None]
                 if items:
+                    # A long-lived thread must drop a connection the database closed (a restart,
+                    # an error), as Django does between requests.
+                    close_old_connections()
                     _write_usage([event for event, _ in items], [line for _, line in items if line is not None])
                 for _ in batch:
                     self._queue.task_done()
