@@ -1,8 +1,9 @@
 """End-to-end benchmark over MCP stdio, one client, single calls: the figures our targets are stated in.
 
 Prints: time to first answer (initialize, and first tool result), single palace_store calls/s,
-palace_find p50/p95 at the given palace sizes, and the server's peak RSS. The palace is filled with
-palace_store_batch through the same connection. Figures only; nothing is asserted.
+palace_find p50/p95 at the given palace sizes (once a background index build has finished), and the
+server's peak RSS. The palace is filled with palace_store_batch through the same connection.
+Figures only; nothing is asserted.
 Usage: python bench/bench_mcp.py [--stores 300] [--sizes 10000] [--queries 200]
 """
 
@@ -82,6 +83,10 @@ async def run(args: argparse.Namespace) -> None:
                 cursor += len(chunk)
                 await client.call_tool("palace_store_batch", {"items": [{"text": t, **schema} for t in chunk]})
                 missing -= len(chunk)
+            waited = time.perf_counter()
+            while (await client.call_tool("palace_status", {})).structured_content["search_index"]["building"]:  # type: ignore[index]
+                await asyncio.sleep(0.5)
+            print(f"waited {time.perf_counter() - waited:.1f} s for the background index build at {size} memories")
             latencies = []
             for query in queries:
                 started = time.perf_counter()

@@ -75,8 +75,18 @@ class RecallResult(BaseModel):
     missing: list[int]
 
 
+class SearchIndexState(BaseModel):
+    """Whether the store is building its search index."""
+
+    building: bool = Field(description="A background build of the search graphs is running; finds stay correct.")
+    unindexed_writes: int | None = Field(
+        default=None,
+        description="Writes since the last build started (embedded store; a build starts every PALAZZO_INDEX_AFTER).",
+    )
+
+
 class StatusResult(BaseModel):
-    """palace_status: totals and counts by wing, hall and category."""
+    """palace_status: totals, counts by wing, hall and category, and the search index's state."""
 
     collection: str
     embedding_model: str
@@ -85,6 +95,7 @@ class StatusResult(BaseModel):
     wings: dict[str, int]
     halls: dict[str, int]
     categories: dict[str, int]
+    search_index: SearchIndexState
 
 
 class TaxonomyResult(BaseModel):

@@ -151,8 +151,9 @@ TOOLS: tuple[ToolSpec, ...] = (
         title="Palace status",
         description=(
             "Orient yourself: how many memories the palace holds (total, and current = not superseded), the "
-            "collection and embedding model, and counts by wing, hall and category. Call it at the start of a "
-            "session or before choosing filters for palace_find. palace_taxonomy adds rooms. Read-only."
+            "collection and embedding model, counts by wing, hall and category, and whether the search index is "
+            "being built (finds stay correct meanwhile, only slower). Call it at the start of a session or before "
+            "choosing filters for palace_find. palace_taxonomy adds rooms. Read-only."
         ),
         input_schema=schemas.no_arguments,
         output_model=models.StatusResult,

@@ -41,6 +41,7 @@ EMBEDDING_SECONDS = Histogram(
 MEMORIES = Gauge("palazzo_memories", "Memories in the palace (all, or current: not superseded).", ["state"])
 JOURNAL_PENDING = Gauge("palazzo_journal_pending", "Journal entries written but not yet applied to the store.")
 STORE_UP = Gauge("palazzo_store_up", "1 when the last scrape could read the store, else 0.")
+INDEX_BUILDING = Gauge("palazzo_search_index_building", "1 while the store builds its search index, else 0.")
 
 
 def route_label(path: str) -> str:
@@ -72,6 +73,7 @@ def render() -> bytes:
         STORE_UP.set(1)
         MEMORIES.labels("all").set(status["total"])
         MEMORIES.labels("current").set(status["current"])
+        INDEX_BUILDING.set(1 if status["search_index"]["building"] else 0)
     return generate_latest()
 
 

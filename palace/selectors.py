@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from datetime import datetime
 from typing import Any
@@ -129,7 +130,7 @@ def check_duplicate(*, text: Any) -> dict[str, Any]:
 
 
 def status() -> dict[str, Any]:
-    """Totals and counts by wing, hall and category."""
+    """Totals, counts by wing, hall and category, and the state of the search index."""
     palace = get_palace()
     everything = MemoryFilter()
     current = MemoryFilter(include_superseded=False, current_at=utc_now())
@@ -141,6 +142,7 @@ def status() -> dict[str, Any]:
         "wings": palace.store.facet(key="wing", memory_filter=everything),
         "halls": palace.store.facet(key="hall", memory_filter=everything),
         "categories": palace.store.facet(key="category", memory_filter=everything),
+        "search_index": dataclasses.asdict(palace.store.index_state()),
     }
 
 

@@ -28,9 +28,13 @@ class DumpCommand(BaseCommand):
             self.stdout.write(json.dumps(result, indent=2))
             return
         for key, value in result.items():
-            if isinstance(value, dict):
-                self.stdout.write(f"{key}:")
+            if isinstance(value, dict) and all(type(count) is int for count in value.values()):
+                self.stdout.write(f"{key}:")  # counts, largest first
                 for name, count in sorted(value.items(), key=lambda pair: -pair[1]):
                     self.stdout.write(f"  {name:<32} {count:>8}")
+            elif isinstance(value, dict):
+                self.stdout.write(f"{key}:")
+                for name, item in value.items():
+                    self.stdout.write(f"  {name}: {item}")
             else:
                 self.stdout.write(f"{key}: {value}")

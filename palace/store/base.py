@@ -89,6 +89,14 @@ class StoredPoint:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class IndexState:
+    """Whether the store is building its search index, and how many writes the last build did not cover."""
+
+    building: bool
+    unindexed_writes: int | None = None  # None when the store does not say (a Qdrant server)
+
+
 class VectorStore(Protocol):
     """The operations the palace needs from Qdrant, embedded or served."""
 
@@ -137,6 +145,10 @@ class VectorStore(Protocol):
 
     def facet(self, *, key: str, memory_filter: MemoryFilter) -> dict[str, int]:
         """Exact counts per value of a keyword field."""
+        ...
+
+    def index_state(self) -> IndexState:
+        """Whether a search index build is running, and the writes since the last one."""
         ...
 
     def discard(self) -> str:

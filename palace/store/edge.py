@@ -29,6 +29,7 @@ from palace.store.base import (
     NEEDS_EMBEDDING_PENDING,
     SPARSE,
     CollectionIdentity,
+    IndexState,
     MemoryFilter,
     PointWrite,
     StoredPoint,
@@ -446,6 +447,10 @@ class EdgeStore:
         ):
             self._indexer = threading.Thread(target=self._index, name="palazzo-shard-indexer", daemon=True)
             self._indexer.start()
+
+    def index_state(self) -> IndexState:
+        """A build is running while its thread lives; writes since the last build started are unindexed."""
+        return IndexState(building=self._indexer is not None, unindexed_writes=self._written_since_index)
 
     def wait_for_index(self) -> None:
         """Block until a running index build has finished (benchmarks and tests)."""

@@ -25,6 +25,7 @@ from palace.store.base import (
     NEEDS_EMBEDDING_PENDING,
     SPARSE,
     CollectionIdentity,
+    IndexState,
     MemoryFilter,
     PointWrite,
     StoredPoint,
@@ -230,6 +231,11 @@ class ServerStore:
         """Indexed payload fields and their types."""
         info = self._call("payload_indexes", lambda: self._client.get_collection(self._collection))
         return {key: str(schema.data_type) for key, schema in (info.payload_schema or {}).items()}
+
+    def index_state(self) -> IndexState:
+        """The server optimizes on its own: yellow or grey status means it is (or will be) indexing."""
+        info = self._call("index_state", lambda: self._client.get_collection(self._collection))
+        return IndexState(building=info.status != models.CollectionStatus.GREEN)
 
     def upsert(self, points: Sequence[PointWrite]) -> None:
         """Insert or replace points in one operation."""

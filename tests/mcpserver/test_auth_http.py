@@ -166,6 +166,7 @@ def test_it_serves_prometheus_metrics_with_a_token(secured: Secured) -> None:
     assert 'palazzo_embedding_duration_seconds_count{kind="query"}' in text
     assert "palazzo_journal_pending 0.0" in text
     assert 'palazzo_memories{state="all"}' in text
+    assert "palazzo_search_index_building 0.0" in text
 
 
 @pytest.mark.parametrize("path", ["/mcp", "/ingest", "/export", "/metrics", "/healthz", "/admin/"])

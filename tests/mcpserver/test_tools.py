@@ -84,7 +84,9 @@ def test_it_stores_finds_recalls_counts_and_checks_a_memory(palazzo: Palazzo) ->
     recalled = palazzo.ok("palace_recall", {"ids": [stored["id"]]})
     assert [item["text"] for item in recalled["memories"]] == [text]
     assert recalled["missing"] == []
-    assert palazzo.ok("palace_status")["total"] >= 1
+    status = palazzo.ok("palace_status")
+    assert status["total"] >= 1
+    assert status["search_index"]["building"] is False  # builds start at PALAZZO_INDEX_AFTER writes
     check = palazzo.ok("palace_check_duplicate", {"text": text})
     assert check["is_duplicate"] is True and check["same_text"] is True
     assert check["closest"]["id"] == stored["id"]

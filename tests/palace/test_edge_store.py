@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import qdrant_edge as qe
 
-from palace.store.base import CollectionIdentity, MemoryFilter, PointWrite
+from palace.store.base import CollectionIdentity, IndexState, MemoryFilter, PointWrite
 from palace.store.edge import EdgeStore, shard_config
 
 IDENTITY = CollectionIdentity(model_name="test-model", dimension=384)
@@ -83,6 +83,20 @@ def test_it_builds_the_index_in_the_background_and_keeps_every_write_made_meanwh
     assert reopened.count(memory_filter=MemoryFilter()) == INDEXED + written - 1
     assert reopened._indexer is None  # nothing new to index
     reopened.close()
+
+
+def test_it_reports_a_running_build_and_the_writes_since_the_last_one(tmp_path: Path) -> None:
+    store = _open(tmp_path / "shard", index_after=150)
+    vectors = _vectors(230, seed=5)
+    store.upsert(_points(1, vectors[:100]))
+    assert store.index_state() == IndexState(building=False, unindexed_writes=100)
+    store.upsert(_points(101, vectors[100:200]))  # 200 >= 150: a build starts
+    with store._write_lock:  # held back, the build can neither swap nor finish
+        assert store.index_state().building is True
+    store.wait_for_index()
+    store.upsert(_points(201, vectors[200:230]))
+    assert store.index_state() == IndexState(building=False, unindexed_writes=30)
+    store.close()
 
 
 def test_it_builds_the_index_at_start_up_when_enough_is_unindexed(tmp_path: Path) -> None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 import pytest
+from django.core.management import call_command
 
 from palace import selectors, services
 from palace.errors import InvalidInput
@@ -154,6 +156,14 @@ def test_it_reports_status_and_taxonomy(sample: dict[str, int]) -> None:
     taxonomy = selectors.taxonomy()
     assert taxonomy["rooms"] == {"nas": 2, "blog": 1, "alice": 1}
     assert taxonomy["categories"] == {"infrastructure": 2, "technical": 1, "person": 1}
+
+
+def test_it_prints_the_status_with_the_search_index_state(sample: dict[str, int]) -> None:
+    out = io.StringIO()
+    call_command("status", stdout=out)
+    text = out.getvalue()
+    assert "total: 4" in text and "  infrastructure" in text
+    assert "search_index:\n  building: False\n  unindexed_writes: 4" in text
 
 
 def test_it_lists_the_most_recent_memories_first(sample: dict[str, int]) -> None:

@@ -23,6 +23,7 @@ from palace.store.base import (
     KEYWORD_INDEXES,
     SPARSE,
     CollectionIdentity,
+    IndexState,
     MemoryFilter,
     PointWrite,
 )
@@ -395,6 +396,11 @@ def test_it_counts_and_facets(store: ServerStore, rng: np.random.Generator) -> N
     assert store.count(memory_filter=MemoryFilter(category="event")) == 3
     assert store.facet(key="wing", memory_filter=NOTHING) == {"a": 2, "b": 2, "c": 2}
     assert store.facet(key="room", memory_filter=MemoryFilter(category="fact")) == {"r1": 2, "r3": 1}
+
+
+def test_it_reports_an_idle_index_when_the_collection_is_green(store: ServerStore, rng: np.random.Generator) -> None:
+    store.upsert(points_for_filters(rng))
+    assert store.index_state() == IndexState(building=False, unindexed_writes=None)
 
 
 def test_it_flush_and_close_leave_an_injected_client_open(store: ServerStore, client: RecordingClient) -> None:
