@@ -116,9 +116,9 @@ class UsageWriter:
     """Writes usage events on one background thread, so a call never waits on the database.
 
     Under a bulk import the journal keeps SQLite's write lock busy, and a caller waiting for it
-    sleeps in SQLite's busy handler (1, 2, 5 ... 100 ms steps): that made a find's tail latency
-    ten times its median. Events queue here instead and are written in batches. A crash loses at
-    most the events still queued (usage is telemetry; memories go through the journal).
+    sleeps in SQLite's busy handler (1, 2, 5 ... 100 ms steps): with 4 sessions that cost find
+    ~100 ms at p99 (bench/load_mcp.py). Events queue here instead and are written in batches. A crash
+    loses at most the events still queued (usage is telemetry; memories go through the journal).
     """
 
     def __init__(self, *, max_queued: int = MAX_QUEUED_EVENTS) -> None:
