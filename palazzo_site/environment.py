@@ -68,24 +68,22 @@ def _boolean(name: str, raw: str) -> bool:
     raise _fail(name, raw, "expected 1/0, true/false, yes/no or on/off")
 
 
-def _positive_int(name: str, raw: str) -> int:
+def _whole_number(name: str, raw: str, *, minimum: int, rule: str) -> int:
     try:
         value = int(raw)
     except ValueError:
-        raise _fail(name, raw, "expected a whole number") from None
-    if value < 1:
-        raise _fail(name, raw, "expected a number >= 1")
+        raise _fail(name, raw, rule) from None
+    if value < minimum:
+        raise _fail(name, raw, rule)
     return value
+
+
+def _positive_int(name: str, raw: str) -> int:
+    return _whole_number(name, raw, minimum=1, rule="expected a whole number >= 1")
 
 
 def _count(name: str, raw: str) -> int:
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        raise _fail(name, raw, "expected a whole number (0 or more)") from None
-    if value < 0:
-        raise _fail(name, raw, "expected a whole number (0 or more)")
-    return value
+    return _whole_number(name, raw, minimum=0, rule="expected a whole number (0 or more)")
 
 
 def _positive_float(name: str, raw: str) -> float:
