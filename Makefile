@@ -37,7 +37,7 @@ lint: setup
 	$(BIN)/ruff format --check .
 
 typecheck: setup
-	$(BIN)/mypy palace embeddings mcpserver palazzo_site
+	$(BIN)/mypy .
 
 unit: setup
 	$(BIN)/python -m pytest -q -p no:cacheprovider

@@ -77,14 +77,14 @@ async def run(args: argparse.Namespace) -> None:
         queries = [f"what does {t.split(' (')[0]}" for t in texts[: args.queries]]
         for size in sorted(args.sizes):
             status = await client.call_tool("palace_status", {})
-            missing = size - int(status.structured_content["total"])  # type: ignore[index]
+            missing = size - int(status.structured_content["total"])
             while missing > 0:
                 chunk = texts[cursor : cursor + min(256, missing)]
                 cursor += len(chunk)
                 await client.call_tool("palace_store_batch", {"items": [{"text": t, **schema} for t in chunk]})
                 missing -= len(chunk)
             waited = time.perf_counter()
-            while (await client.call_tool("palace_status", {})).structured_content["search_index"]["building"]:  # type: ignore[index]
+            while (await client.call_tool("palace_status", {})).structured_content["search_index"]["building"]:
                 await asyncio.sleep(0.5)
             print(f"waited {time.perf_counter() - waited:.1f} s for the background index build at {size} memories")
             latencies = []

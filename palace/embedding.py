@@ -13,8 +13,12 @@ from embeddings.base import Embedder, EmbeddingError
 from palace.errors import EmbedderUnavailable
 from palace.metrics import EMBEDDING_SECONDS
 
-# Windows of text well inside the model's 512-token limit, overlapping so that a sentence
-# cut by one window boundary is whole in the next.
+# Windows of text well inside the model's 512-token limit. A long text is cut between lines, so a
+# window holds whole lines (turns of a dialogue, paragraphs, list items) and needs no overlap; a
+# single line longer than a window is cut at spaces into windows that overlap, so that a sentence
+# cut by one window boundary is whole in the next. Cutting between lines instead of at any space
+# lifted session R@10 on the LoCoMo development split from 0.880 to 0.890 (dense only) and from
+# 0.957 to 0.961 (hybrid), with 5% fewer chunks to embed (README, "Retrieval quality").
 CHUNK_CHARS = 1400
 CHUNK_OVERLAP = 250
 # Texts per turn of a document pass: bulk passes take turns piece by piece.
@@ -25,21 +29,40 @@ SMALL_PASS = 8
 
 
 def chunk_text(text: str) -> list[str]:
-    """Split a long text into overlapping windows cut at whitespace; short texts stay whole."""
+    """Split a long text into windows of whole lines (an over-long line into word windows); short texts stay whole."""
     if len(text) <= CHUNK_CHARS:
         return [text]
     chunks: list[str] = []
+    window: list[str] = []
+    size = 0
+    for line in text.split("\n"):
+        if window and size + 1 + len(line) > CHUNK_CHARS:
+            chunks.append("\n".join(window))
+            window, size = [], 0
+        if len(line) > CHUNK_CHARS:
+            chunks.extend(word_windows(line))
+            continue
+        size += len(line) + (1 if window else 0)
+        window.append(line)
+    if window:
+        chunks.append("\n".join(window))
+    return [chunk for chunk in chunks if chunk.strip()] or [text[:CHUNK_CHARS]]
+
+
+def word_windows(line: str) -> list[str]:
+    """Split one long line into overlapping windows cut at spaces."""
+    chunks: list[str] = []
     start = 0
-    while start < len(text):
-        end = min(start + CHUNK_CHARS, len(text))
-        if end < len(text):
-            cut = text.rfind(" ", start + CHUNK_CHARS // 2, end)
+    while start < len(line):
+        end = min(start + CHUNK_CHARS, len(line))
+        if end < len(line):
+            cut = line.rfind(" ", start + CHUNK_CHARS // 2, end)
             end = cut if cut > start else end
-        chunks.append(text[start:end])
-        if end >= len(text):
+        chunks.append(line[start:end])
+        if end >= len(line):
             break
         next_start = max(end - CHUNK_OVERLAP, start + 1)
-        space = text.find(" ", next_start, end)
+        space = line.find(" ", next_start, end)
         start = space + 1 if space != -1 else next_start
     return chunks
 

@@ -1,9 +1,11 @@
-"""The palace's embedder: turn-taking between bulk document passes, single stores and queries."""
+"""The palace's embedder: how long texts are cut into windows, and turn-taking between passes."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 
+from palace.embedding import CHUNK_CHARS, chunk_text
 from palace.runtime import Palace
 
 
@@ -25,3 +27,32 @@ def test_it_lets_a_single_store_embed_while_a_bulk_pass_holds_the_turn(palace: P
         assert "bulk" not in finished  # another bulk pass waits for its turn
     bulk.join(timeout=60)
     assert finished == {"single", "bulk"}
+
+
+def test_it_cuts_a_long_text_between_lines() -> None:
+    lines = [f'Speaker {n % 2} said, "this is line {n} of a long dialogue about the garden shed."' for n in range(120)]
+    text = "\n".join(lines)
+    chunks = chunk_text(text)
+    assert len(chunks) > 3
+    assert all(len(chunk) <= CHUNK_CHARS for chunk in chunks)
+    # Every window is a run of whole lines, and the windows together hold every line once, in order.
+    assert [line for chunk in chunks for line in chunk.split("\n")] == lines
+
+
+def test_it_cuts_an_over_long_line_into_overlapping_word_windows() -> None:
+    words = [f"word{n}" for n in range(900)]
+    line = " ".join(words)
+    chunks = chunk_text(f"A short first line.\n{line}\nA short last line.")
+    assert chunks[0] == "A short first line." and chunks[-1] == "A short last line."
+    windows = chunks[1:-1]
+    assert len(windows) > 3 and all(len(window) <= CHUNK_CHARS for window in windows)
+    assert all(window.split() for window in windows)
+    # Consecutive windows share words, so a sentence cut by one boundary is whole in the next window.
+    for before, after in itertools.pairwise(windows):
+        assert set(before.split()) & set(after.split())
+    assert {word for window in windows for word in window.split()} == set(words)
+
+
+def test_it_keeps_a_short_text_whole() -> None:
+    text = "line one\nline two\n" * 10
+    assert chunk_text(text) == [text]
