@@ -101,6 +101,11 @@ def shard_config(identity: CollectionIdentity) -> qe.EdgeConfig:
                 size=identity.dimension,
                 distance=qe.Distance.Cosine,
                 multivector_config=qe.MultiVectorConfig(qe.MultiVectorComparator.MaxSim),
+                # Cold: mmapped and paged in as searches touch them. The default (Cached) reads every
+                # preallocated storage chunk into memory, ~75 MiB of RSS at 10k memories whatever
+                # their number; searches were no slower (bench/bench_core.py). Existing shards
+                # switch at their next index build, whose child process loads them with this config.
+                memory=qe.Memory.Cold,
             )
         },
         sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -167,3 +168,33 @@ def test_it_serves_searches_from_other_threads_while_the_shard_is_swapped(tmp_pa
         reader.join()
     assert len(store.index_builds) == 1 and failures == []
     store.close()
+
+
+def test_it_moves_a_shard_with_vectors_held_in_memory_to_disk_backed_vectors_at_its_next_build(
+    tmp_path: Path,
+) -> None:
+    # The configuration palaces were created with before dense vectors became cold (mmapped on demand).
+    held_in_memory = qe.EdgeConfig(
+        vectors={
+            "dense": qe.EdgeVectorParams(
+                size=IDENTITY.dimension,
+                distance=qe.Distance.Cosine,
+                multivector_config=qe.MultiVectorConfig(qe.MultiVectorComparator.MaxSim),
+            )
+        },
+        sparse_vectors={"bm25": qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+    )
+    qe.EdgeShard.create(str(tmp_path / "shard"), held_in_memory).close()
+    vectors = _vectors(INDEXED, seed=9)
+    store = _open(tmp_path / "shard", index_after=INDEXED)
+    _fill(store, vectors)
+    store.wait_for_index()
+    assert [build["points"] for build in store.index_builds] == [INDEXED]
+    assert _nearest(store, vectors[17]) == 18
+    store.close()
+
+    config = json.loads((tmp_path / os.readlink(tmp_path / "shard") / "edge_config.json").read_text())
+    assert config["vectors"]["dense"]["memory"] == "cold"
+    reopened = _open(tmp_path / "shard", index_after=INDEXED)
+    assert _nearest(reopened, vectors[500]) == 501
+    reopened.close()
