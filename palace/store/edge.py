@@ -101,9 +101,9 @@ def shard_config(identity: CollectionIdentity) -> qe.EdgeConfig:
                 size=identity.dimension,
                 distance=qe.Distance.Cosine,
                 multivector_config=qe.MultiVectorConfig(qe.MultiVectorComparator.MaxSim),
-                # Cold: mmapped and paged in as searches touch them. The default (Cached) reads every
-                # preallocated storage chunk into memory, ~75 MiB of RSS at 10k memories whatever
-                # their number; searches were no slower (bench/bench_core.py). Existing shards
+                # Cold: mmapped and paged in as searches touch them. The default (Cached) reads the
+                # whole preallocated storage files into memory, mostly empty space: ~75 MiB of RSS
+                # at 10k memories. Searches were no slower (bench/bench_core.py). Existing shards
                 # switch at their next index build, whose child process loads them with this config.
                 memory=qe.Memory.Cold,
             )
