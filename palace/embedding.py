@@ -96,7 +96,8 @@ class PalaceEmbedder:
             spans.append((len(pieces), len(pieces) + len(chunks)))
             pieces.extend(chunks)
         parts = []
-        turns = contextlib.nullcontext() if len(pieces) <= SMALL_PASS else self._documents_lock
+        bulk = len(pieces) > SMALL_PASS
+        turns = self._documents_lock if bulk else contextlib.nullcontext()
         try:
             for start in range(0, len(pieces), DOCUMENT_PIECE):
                 with turns, EMBEDDING_SECONDS.labels("documents").time():
@@ -104,7 +105,7 @@ class PalaceEmbedder:
         except EmbeddingError as exc:
             raise EmbedderUnavailable(str(exc)) from exc
         finally:
-            if len(pieces) > SMALL_PASS:
+            if bulk:
                 # The model's activations for a piece are tens of MB (more for long windows); glibc
                 # keeps what they freed, so a server's RSS would stay at its largest import since
                 # start. Measured over a 10k-memory fill: 264 MiB of heap kept, 144 MiB after trimming.
