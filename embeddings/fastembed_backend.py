@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from embeddings.base import EmbeddingError, ModelNotFoundError, Vectors, normalise
+from embeddings.onnx_session import ClsOnnxModel
 from embeddings.prefixes import prefixes_for
 
 logger = logging.getLogger(__name__)
@@ -104,8 +105,6 @@ class FastEmbedEmbedder:
         local_model_dir: Path | None = None,
         batch_size: int = 32,
     ) -> None:
-        from fastembed import TextEmbedding
-
         self.model_name = model_name
         self.max_tokens = 512
         # onnxruntime's own default thread count is measurably slower here than one per core.
@@ -113,12 +112,29 @@ class FastEmbedEmbedder:
         self._batch_size = batch_size
         self._prefixes = prefixes_for(model_name)
         self._model: Any
-        if local_model_dir is not None or model_name == BUNDLED_MODEL:
-            directory = local_model_dir if local_model_dir is not None else prepare_bundled_model(models_dir)
-            self._model = self._load_directory(TextEmbedding, directory, threads)
+        if local_model_dir is None and model_name == BUNDLED_MODEL:
+            self._model = self._load_bundled(prepare_bundled_model(models_dir), threads)
         else:
-            self._model = self._load_builtin(TextEmbedding, model_name, cache_dir, threads)
+            from fastembed import TextEmbedding  # 1-4 s of imports: only for models other than the bundled one
+
+            if local_model_dir is not None:
+                self._model = self._load_directory(TextEmbedding, local_model_dir, threads)
+            else:
+                self._model = self._load_builtin(TextEmbedding, model_name, cache_dir, threads)
         self.dimension = int(self.embed_documents(["dimension probe"]).shape[1])
+
+    @staticmethod
+    def _load_bundled(directory: Path, threads: int) -> ClsOnnxModel:
+        try:
+            return ClsOnnxModel(
+                model_file=directory / BUNDLED_ONNX,
+                tokenizer_file=directory / "tokenizer.json",
+                threads=threads,
+                max_tokens=int(_BERT_TOKENIZER_CONFIG["model_max_length"]),
+                pad_token=str(_BERT_TOKENIZER_CONFIG["pad_token"]),
+            )
+        except Exception as exc:  # onnxruntime and tokenizers raise bare exceptions for unreadable files
+            raise ModelNotFoundError(f"could not load the model in {directory}: {exc}") from exc
 
     def _load_directory(self, text_embedding: Any, directory: Path, threads: int | None) -> Any:
         from fastembed.common.model_description import ModelSource, PoolingType

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import json
@@ -15,7 +16,8 @@ from typing import Any, cast
 
 import anyio.to_thread
 from django.conf import settings
-from django.db import close_old_connections, connection
+from django.core.management import call_command
+from django.db import DatabaseError, close_old_connections, connection
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError
 from mcp.server.mcpserver.prompts import Prompt
@@ -89,7 +91,7 @@ class PalaceWarmup:
 
     def _run(self) -> None:
         try:
-            open_palace()
+            open_palace(prepare_database=True)
         except PalaceError as exc:
             logger.error("%s", exc)
         except Exception:
@@ -103,12 +105,25 @@ class PalaceWarmup:
             self._done.wait()
 
 
-def open_palace() -> None:
-    """Load the model and open the palace (replaying the journal); raises PalaceError. Call off the loop."""
+def open_palace(*, prepare_database: bool = False) -> None:
+    """Load the model and open the palace (replaying the journal); raises PalaceError. Call off the loop.
+
+    prepare_database migrates first (stdio: a brand-new data dir has no tables yet), while the model
+    loads in a second thread: the first answer waits for the longer of the two, not their sum.
+    """
     from palace import runtime  # numpy and the store bindings: loaded off the start-up path
 
     close_old_connections()
     try:
+        if prepare_database:
+            # A failure here is raised again, with its message, by get_palace below.
+            loading = threading.Thread(target=_load_model_quietly, name="palace-model", daemon=True)
+            loading.start()
+            try:
+                call_command("migrate", interactive=False, verbosity=0)
+            except DatabaseError as exc:
+                logger.error("cannot prepare the database (%s); check that the data dir is writable", exc)
+            loading.join()
         runtime.get_palace()
     finally:
         connection.close()
@@ -118,6 +133,13 @@ def open_palace() -> None:
     # the server for 100-400 ms under load (bench/load_mcp.py), and now stay under 20 ms.
     gc.collect()
     gc.freeze()
+
+
+def _load_model_quietly() -> None:
+    from palace import runtime
+
+    with contextlib.suppress(Exception):
+        runtime.get_embedder()
 
 
 @dataclass(frozen=True)
@@ -223,11 +245,9 @@ def _tool(spec: ToolSpec, env: PalazzoEnvironment, warmup: PalaceWarmup) -> Tool
         title=spec.title,
         description=spec.description,
         parameters=schema,
-        fn_metadata=FuncMetadata(
-            arg_model=_RawArguments,
-            output_model=spec.output_model,
-            output_schema=models.output_schema(spec.output_model),
-        ),
+        # No output_model: run_recorded has already validated the result against it, and the SDK
+        # would validate the structured content a second time on every call.
+        fn_metadata=FuncMetadata(arg_model=_RawArguments, output_schema=models.output_schema(spec.output_model)),
         is_async=True,
         context_kwarg=CONTEXT_KWARG,
         annotations=spec.annotations(),

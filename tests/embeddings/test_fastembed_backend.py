@@ -24,6 +24,28 @@ def test_it_loads_the_bundled_model_offline_with_384_dimensions(embedder: FastEm
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
 
 
+def test_it_embeds_the_bundled_model_exactly_as_fastembed_does(
+    embedder: FastEmbedEmbedder, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # The bundled model runs on onnxruntime directly; the same files loaded as a local model
+    # directory go through fastembed's own pipeline, so the vectors of existing palaces must not move.
+    directory = prepare_bundled_model(tmp_path_factory.mktemp("models"))
+    through_fastembed = FastEmbedEmbedder(
+        model_name="bge-small-en-v1.5-int8", models_dir=directory.parent, threads=2, local_model_dir=directory
+    )
+    texts = [
+        "",
+        " ",
+        "hello",
+        "the NAS runs ZFS",
+        "x" * 5000,
+        "word " * 700,
+        "\u65e5\u672c \u00fcn\u00efc\u00f6d\u00e9 \x00",
+    ]
+    texts += [f"memory {number} about port {number * 7}" for number in range(40)]  # one split batch, one more
+    assert np.array_equal(embedder.embed_documents(texts), through_fastembed.embed_documents(texts))
+
+
 def test_it_ranks_a_related_document_above_an_unrelated_one(embedder: FastEmbedEmbedder) -> None:
     documents = embedder.embed_documents(["The NAS stores its data on ZFS", "Alice likes green tea"])
     query = embedder.embed_queries(["which file system does the storage server use"])[0]

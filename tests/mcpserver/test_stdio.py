@@ -97,3 +97,14 @@ def test_it_reports_a_palace_held_by_another_process_as_a_tool_error(http_palazz
         assert "already open" in message and "QDRANT_URL" in message
         again = palazzo.error("palace_find", {"query": "anything"})
         assert "already open" in again
+
+
+def test_it_prepares_a_brand_new_data_dir_before_the_first_tool_call(tmp_path: Path) -> None:
+    data_dir = tmp_path / "never-migrated"
+    schema = {"category": "technical", "wing": "projects", "room": "cold start", "hall": "facts"}
+    with connect(stdio_parameters(data_dir), "stdio") as palazzo:
+        stored = palazzo.ok("palace_store", {"text": "runmcp migrates a fresh data dir itself", **schema})
+        assert palazzo.ok("palace_recall", {"ids": [stored["id"]]})["memories"][0]["text"] == stored["text"]
+        assert palazzo.total() == 1
+    with connect(stdio_parameters(data_dir), "stdio") as palazzo:  # a second start finds it migrated
+        assert palazzo.total() == 1
