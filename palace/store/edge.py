@@ -401,7 +401,8 @@ class EdgeStore:
         request = qe.FacetRequest(key, limit=10_000, exact=True, filter=edge_filter(memory_filter))
         with self._shard_lock:
             response = self.shard.facet(request)
-        return {str(hit.value): int(hit.count) for hit in response}
+        # The shard's keyword index keeps a value whose points all changed or went, with count 0.
+        return {str(hit.value): int(hit.count) for hit in response if hit.count}
 
     def discard(self) -> str:
         """Move the shard aside (kept, not deleted) so a rebuild starts empty."""
