@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any, Literal
 
 from mcp.server.mcpserver.utilities.func_metadata import StrictJsonSchema
@@ -26,9 +28,64 @@ class _NullableAsTypeList(StrictJsonSchema):
         return super().nullable_schema(schema)
 
 
+def _lean(schema: Any) -> Any:
+    """A schema without what only costs tokens: titles, descriptions, defaults, required, nullable fields.
+
+    Results always carry every field, so `required` says nothing; a field that may be null (a memory's
+    session, valid_until, score ...) is left out of the schema, which allows it anyway, since its values
+    are self-evident in every result and its type list would cost ~25 characters per field per tool
+    in every session's context.
+    """
+    if isinstance(schema, list):
+        return [_lean(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    lean: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in ("title", "description", "default", "required"):
+            continue
+        if key in ("properties", "$defs"):  # names, not keywords: keep the names, lean each schema
+            lean[key] = {name: _lean(inner) for name, inner in value.items() if not _nullable(inner)}
+        elif key == "additionalProperties" and value == {"type": "integer"}:
+            continue  # a count per wing, room ...: {"type": "object"} says enough
+        else:
+            lean[key] = _lean(value)
+    return lean
+
+
+def _nullable(schema: Any) -> bool:
+    types = schema.get("type")
+    return (isinstance(types, list) and "null" in types) or {"type": "null"} in schema.get("anyOf", [])
+
+
+def _referenced(schema: dict[str, Any]) -> set[str]:
+    text = json.dumps({key: value for key, value in schema.items() if key != "$defs"})
+    names = set(re.findall(r'"#/\$defs/([^"]+)"', text))
+    while True:  # definitions referenced by referenced definitions
+        more = {
+            inner
+            for name in names
+            for inner in re.findall(r'"#/\$defs/([^"]+)"', json.dumps(schema["$defs"].get(name, {})))
+        }
+        if more <= names:
+            return names
+        names |= more
+
+
 def output_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """The outputSchema published for a tool whose structured content is model."""
-    return model.model_json_schema(schema_generator=_NullableAsTypeList)
+    """The outputSchema published for a tool whose structured content is model.
+
+    Every client validates each result against it and every session loads it into the model's context,
+    so it carries types and structure only; the tool descriptions say what the fields mean. Nested models
+    (the memory) are defined once per schema under $defs and referenced.
+    """
+    lean: dict[str, Any] = _lean(model.model_json_schema(schema_generator=_NullableAsTypeList))
+    if "$defs" in lean:
+        used = _referenced(lean)
+        lean["$defs"] = {name: inner for name, inner in lean["$defs"].items() if name in used}
+        if not lean["$defs"]:
+            del lean["$defs"]
+    return lean
 
 
 class Memory(BaseModel):
@@ -50,6 +107,14 @@ class Memory(BaseModel):
     supersedes: list[int] | None = Field(None, description="Ids this memory replaced.")
     added_by: str | None = Field(None, description="The MCP client that wrote it (name/version).")
     score: float | None = Field(None, description="Similarity score (search results only).")
+
+
+class BrowseResult(BaseModel):
+    """palace_browse: one page, newest first, and the cursor of the next (null at the end)."""
+
+    memories: list[Memory]
+    count: int
+    next_cursor: str | None
 
 
 class StoreResult(Memory):
@@ -110,25 +175,18 @@ class SearchIndexState(BaseModel):
 
 
 class StatusResult(BaseModel):
-    """palace_status: totals, counts by wing, hall and category, and the search index's state."""
+    """palace_status: totals, counts by wing, room, hall and category, and the search index's state."""
 
     collection: str
     embedding_model: str
     total: int = Field(description="Every memory, superseded ones included.")
     current: int = Field(description="Memories not superseded.")
     wings: dict[str, int]
+    rooms: dict[str, int] = Field(description="The rooms with the most memories (at most 200), largest first.")
+    room_count: int = Field(description="How many distinct rooms there are.")
     halls: dict[str, int]
     categories: dict[str, int]
     search_index: SearchIndexState
-
-
-class TaxonomyResult(BaseModel):
-    """palace_taxonomy: value -> count for each facet."""
-
-    wings: dict[str, int]
-    rooms: dict[str, int]
-    halls: dict[str, int]
-    categories: dict[str, int]
 
 
 class DuplicateCheck(BaseModel):

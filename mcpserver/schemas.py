@@ -1,7 +1,8 @@
 """Input JSON schemas of the MCP tools, built from the deployment's vocabularies.
 
 The schemas tell the model what to send (descriptions, enums, ranges, defaults); they do not
-validate. The palace's forms do, and their InvalidInput names the field and the rule.
+validate. The palace's forms do, and their InvalidInput names the field and the rule. Descriptions
+are short: every tool's schema goes into the model's context on every session.
 """
 
 from __future__ import annotations
@@ -9,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from palace.forms import (
-    FIRST_MEMORY_ID,
     MAX_BATCH_ITEMS,
+    MAX_BROWSE_LIMIT,
     MAX_DELETE_IDS,
     MAX_FILTER_DELETE,
     MAX_FIND_LIMIT,
@@ -26,19 +27,16 @@ Schema = dict[str, Any]
 
 
 def _object(properties: Schema, required: tuple[str, ...] = ()) -> Schema:
-    schema: Schema = {"type": "object", "properties": properties, "additionalProperties": False}
+    # No additionalProperties=false: the palace refuses unknown keys anyway, naming them, and the
+    # keyword would cost 28 characters of every session's context per object.
+    schema: Schema = {"type": "object", "properties": properties}
     if required:
         schema["required"] = list(required)
     return schema
 
 
 def _text(description: str) -> Schema:
-    return {
-        "type": "string",
-        "minLength": 1,
-        "maxLength": MAX_TEXT_BYTES,
-        "description": f"{description} 1 byte to 32 KB ({MAX_TEXT_BYTES} bytes) of UTF-8.",
-    }
+    return {"type": "string", "maxLength": MAX_TEXT_BYTES, "description": description}
 
 
 def _enum(description: str, values: tuple[str, ...]) -> Schema:
@@ -46,25 +44,20 @@ def _enum(description: str, values: tuple[str, ...]) -> Schema:
 
 
 def _tag(description: str) -> Schema:
-    return {"type": "string", "minLength": 1, "maxLength": MAX_TAG_CHARS, "description": description}
+    return {"type": "string", "maxLength": MAX_TAG_CHARS, "description": description}
 
 
 def _timestamp(description: str) -> Schema:
-    return {
-        "type": "string",
-        "format": "date-time",
-        "description": f"{description} RFC3339 with a zone, e.g. {EXAMPLE}.",
-    }
+    return {"type": "string", "format": "date-time", "description": description}
 
 
 def _ids(description: str, maximum: int) -> Schema:
     return {
         "type": "array",
-        "items": {"type": "integer", "minimum": FIRST_MEMORY_ID},
+        "items": {"type": "integer"},
         "minItems": 1,
         "maxItems": maximum,
-        "uniqueItems": True,
-        "description": f"{description} 1 to {maximum} memory ids.",
+        "description": description,
     }
 
 
@@ -73,23 +66,20 @@ def _boolean(description: str, default: bool = False) -> Schema:
 
 
 def _reason(description: str) -> Schema:
-    return {"type": "string", "minLength": 1, "maxLength": 1000, "description": description}
+    return {"type": "string", "maxLength": 1000, "description": description}
 
 
 def memory_properties(env: PalazzoEnvironment) -> Schema:
     """The fields of one memory to store (palace_store, batch items, palace_supersede)."""
     return {
-        "text": _text("The memory, verbatim: store the exact wording, do not summarise."),
-        "category": _enum("What kind of knowledge this is.", env.categories),
-        "wing": _enum("The top-level area of life or work it belongs to.", env.wings),
-        "room": _tag("The specific topic inside the wing, free text (e.g. a project or host name), 1-64 characters."),
-        "hall": _enum("The kind of memory: a fact, an event, a decision, a discovery or a preference.", env.halls),
-        "session": _tag("Optional: the work session or conversation it came from, 1-64 characters."),
-        "source_file": {
-            "type": "string",
-            "maxLength": 1024,
-            "description": "Optional: the file the memory is about or was taken from.",
-        },
+        "text": _text("Verbatim, never summarised."),
+        "category": _enum("Kind of knowledge.", env.categories),
+        "wing": _enum("Top-level area.", env.wings),
+        "room": _tag("Topic, free text; case and spacing ignored."),
+        "hall": _enum("Kind of memory.", env.halls),
+        "session": _tag("Conversation or work session."),
+        "source_file": {"type": "string", "maxLength": 1024, "description": "File it is about."},
+        "timestamp": _timestamp(f"When it happened, e.g. {EXAMPLE}; default now."),
     }
 
 
@@ -97,27 +87,27 @@ MEMORY_REQUIRED = ("text", "category", "wing", "room", "hall")
 
 
 def filter_properties(env: PalazzoEnvironment) -> Schema:
-    """The filters shared by palace_find and palace_delete_by_filter (exact matches, ANDed)."""
+    """The filters shared by palace_find, palace_browse and palace_delete_by_filter (exact matches, ANDed)."""
     return {
-        "wing": _enum("Only memories in this wing.", env.wings),
-        "category": _enum("Only memories of this category.", env.categories),
-        "room": _tag("Only memories in this room (exact match)."),
-        "hall": _enum("Only memories in this hall.", env.halls),
-        "since": _timestamp("Only memories whose timestamp is at or after this moment."),
-        "until": _timestamp("Only memories whose timestamp is at or before this moment."),
-        "include_superseded": _boolean("Also match memories replaced by palace_supersede (hidden by default)."),
+        "wing": _enum("Only this wing.", env.wings),
+        "category": _enum("Only this category.", env.categories),
+        "room": _tag("Only this room."),
+        "hall": _enum("Only this hall.", env.halls),
+        "since": _timestamp("Timestamp at or after (RFC3339)."),
+        "until": _timestamp("Timestamp at or before (RFC3339)."),
+        "include_superseded": _boolean("Also superseded memories (hidden by default)."),
     }
 
 
 def store(env: PalazzoEnvironment) -> Schema:
-    properties = memory_properties(env)
-    properties["timestamp"] = _timestamp("Optional: when the remembered thing happened; defaults to now.")
-    return _object(properties, MEMORY_REQUIRED)
+    return _object(memory_properties(env), MEMORY_REQUIRED)
 
 
 def store_batch(env: PalazzoEnvironment) -> Schema:
-    item = store(env)
-    item["description"] = "One memory, with the same fields as palace_store."
+    # Item fields mean what palace_store's do; their descriptions are not repeated (they cost context).
+    properties = memory_properties(env)
+    item = _object({key: _undescribed(schema) for key, schema in properties.items()}, ("text",))
+    defaults = {key: {"type": "string"} for key in ("category", "wing", "room", "hall", "session", "source_file")}
     return _object(
         {
             "items": {
@@ -125,39 +115,55 @@ def store_batch(env: PalazzoEnvironment) -> Schema:
                 "items": item,
                 "minItems": 1,
                 "maxItems": MAX_BATCH_ITEMS,
-                "description": f"1 to {MAX_BATCH_ITEMS} memories to store in one call.",
+                "description": "palace_store's fields; text, category, wing, room, hall here or in defaults.",
             },
-            "skip_duplicates": _boolean(
-                "Report duplicates as status 'skipped' instead of 'duplicate' (nothing is written either way)."
-            ),
+            "defaults": _object(defaults) | {"description": "Fields that items leave out."},
+            "skip_duplicates": _boolean("Report duplicates as 'skipped' without returning the existing memory."),
         },
         ("items",),
     )
 
 
+def _without_enum(schema: Schema) -> Schema:
+    return {key: value for key, value in schema.items() if key != "enum"}
+
+
+def _undescribed(schema: Schema) -> Schema:
+    return {key: value for key, value in schema.items() if key != "description"}
+
+
 def find(env: PalazzoEnvironment) -> Schema:
     properties: Schema = {
         "query": _text("What to look for, in natural language."),
-        "limit": {
-            "type": "integer",
-            "minimum": 1,
-            "maximum": MAX_FIND_LIMIT,
-            "default": 5,
-            "description": f"How many results to return, 1-{MAX_FIND_LIMIT}.",
-        },
+        "limit": {"type": "integer", "minimum": 1, "maximum": MAX_FIND_LIMIT, "default": 5, "description": "Results."},
     }
     properties.update(filter_properties(env))
     properties["recency_half_life_days"] = {
         "type": "number",
         "minimum": 0,
         "default": 0,
-        "description": "Favour recent memories: a memory this many days old counts half. 0 (default) = off.",
+        "description": "Favour recent: a memory this many days old counts half; 0 = off.",
     }
     return _object(properties, ("query",))
 
 
+def browse(env: PalazzoEnvironment) -> Schema:
+    properties: Schema = {
+        "limit": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_BROWSE_LIMIT,
+            "default": 20,
+            "description": "Page size.",
+        },
+        "cursor": {"type": "string", "description": "The previous page's next_cursor."},
+    }
+    properties.update(filter_properties(env))
+    return _object(properties)
+
+
 def recall(env: PalazzoEnvironment) -> Schema:
-    return _object({"ids": _ids("The ids to fetch.", MAX_RECALL_IDS)}, ("ids",))
+    return _object({"ids": _ids("Memory ids.", MAX_RECALL_IDS)}, ("ids",))
 
 
 def no_arguments(env: PalazzoEnvironment) -> Schema:
@@ -165,48 +171,43 @@ def no_arguments(env: PalazzoEnvironment) -> Schema:
 
 
 def check_duplicate(env: PalazzoEnvironment) -> Schema:
-    return _object({"text": _text("The candidate text, exactly as you would store it.")}, ("text",))
+    return _object({"text": _text("The text exactly as you would store it.")}, ("text",))
 
 
 def supersede(env: PalazzoEnvironment) -> Schema:
-    properties: Schema = {"supersedes": _ids("The memories the new text replaces.", MAX_SUPERSEDE_IDS)}
+    properties: Schema = {
+        "supersedes": _ids("The out-of-date memories.", MAX_SUPERSEDE_IDS),
+        "reason": _reason("Why, e.g. 'moved to a new host'."),
+    }
     properties.update(memory_properties(env))
-    properties["text"] = _text("The corrected memory, verbatim.")
-    properties["reason"] = _reason("Why the old memories are out of date (e.g. 'moved to new host'), 1-1000 chars.")
-    return _object(properties, ("supersedes", *MEMORY_REQUIRED, "reason"))
+    properties["text"] = _text("Corrected text; omit to keep the old one.")
+    return _object(properties, ("supersedes", "reason"))
 
 
 def delete(env: PalazzoEnvironment) -> Schema:
     return _object(
         {
             "ids": _ids("The memories to delete for good.", MAX_DELETE_IDS),
-            "reason": _reason("Who approved the deletion and why (e.g. 'operator approved: PII scrub')."),
-            "confirm": {
-                "type": "boolean",
-                "const": True,
-                "description": "Must be true: the operator explicitly approved this deletion.",
-            },
+            "reason": _reason("Who approved it and why."),
+            "confirm": {"type": "boolean", "const": True, "description": "true: the operator approved this."},
         },
         ("ids", "reason", "confirm"),
     )
 
 
 def delete_by_filter(env: PalazzoEnvironment) -> Schema:
-    properties = filter_properties(env)
+    # The vocabularies are left out here: a deletion follows a dry run, whose error lists the allowed values.
+    properties = {key: _without_enum(schema) for key, schema in filter_properties(env).items()}
     properties.update(
         {
-            "reason": _reason("Who approved the deletion and why."),
-            "confirm": {
-                "type": "boolean",
-                "const": True,
-                "description": "Must be true, also for a dry run: the operator explicitly approved this deletion.",
-            },
-            "dry_run": _boolean("Only count and sample the matches; delete nothing. Do this first."),
+            "reason": _reason("Who approved it and why."),
+            "confirm": {"type": "boolean", "const": True, "description": "true (also for a dry run)."},
+            "dry_run": _boolean("Only count and sample the matches. Do this first."),
             "expected_count": {
                 "type": "integer",
                 "minimum": 0,
                 "maximum": MAX_FILTER_DELETE,
-                "description": "Required to delete: the matched_count of the dry run. A different count refuses.",
+                "description": "The dry run's matched_count; required to delete.",
             },
         }
     )
@@ -214,4 +215,4 @@ def delete_by_filter(env: PalazzoEnvironment) -> Schema:
 
 
 def gain(env: PalazzoEnvironment) -> Schema:
-    return _object({"since": _timestamp("Optional: only count calls made at or after this moment.")})
+    return _object({"since": _timestamp("Optional: only calls at or after this moment (RFC3339).")})

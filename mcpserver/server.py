@@ -58,10 +58,12 @@ def instructions(env: PalazzoEnvironment) -> str:
         f"{', '.join(env.wings)}), room (free-text topic), hall (kind: {', '.join(env.halls)}) and category "
         f"({', '.join(env.categories)}), searched by meaning. "
         f"At session start read the wake-up context (prompt wake_up or resource {WAKE_UP_URI}) or call "
-        "palace_status. Before answering from memory, palace_find; palace_recall fetches known ids; "
-        "palace_taxonomy lists rooms in use; palace_check_duplicate tests a text before storing; palace_gain "
+        "palace_status (counts and the rooms in use). Before answering from memory, palace_find; palace_browse "
+        "lists a room or wing newest first; palace_recall fetches known ids; palace_check_duplicate tests a "
+        "text before storing; palace_gain "
         f"reports token savings. {writes} Superseded memories are hidden from palace_find unless "
-        "include_superseded=true. Errors name the field and the rule; nothing is written when a call fails."
+        "include_superseded=true. Errors start with a [code], name the field and the rule, and say what to do; "
+        "nothing is written when a call fails."
     )
 
 
@@ -170,10 +172,14 @@ def run_recorded(
             data = output_model.model_validate(work()).model_dump(mode="json")
             outcome = Outcome(ok=True, text=json.dumps(data, ensure_ascii=False), data=data)
         except PalaceError as exc:
-            outcome = Outcome(ok=False, text=str(exc))
+            outcome = Outcome(ok=False, text=exc.for_agent())
         except Exception:
             logger.exception("%s failed", tool)
-            outcome = Outcome(ok=False, text=f"{tool} failed unexpectedly; the server log has the details")
+            outcome = Outcome(
+                ok=False,
+                text=f"[internal_error] {tool} failed unexpectedly (retry once; if it fails again, tell the operator: "
+                "the server log has the details)",
+            )
         elapsed = time.perf_counter() - started
         metrics.observe_tool(tool=tool, ok=outcome.ok, seconds=elapsed)
         record_usage(

@@ -1,4 +1,4 @@
-"""The eleven palace tools: name, description, schema, annotations and the one palace call each makes."""
+"""The palace tools: name, description, schema, annotations and the one palace call each makes."""
 
 from __future__ import annotations
 
@@ -33,9 +33,12 @@ class ToolSpec:
     batch_key: str | None = None
 
     def annotations(self) -> ToolAnnotations:
+        # The title is the tool's own (not repeated here); destructive and idempotent mean nothing
+        # for a read-only tool (MCP), so those are left out to keep tools/list short.
+        if self.read_only:
+            return ToolAnnotations(read_only_hint=True, open_world_hint=False)
         return ToolAnnotations(
-            title=self.title,
-            read_only_hint=self.read_only,
+            read_only_hint=False,
             destructive_hint=self.destructive,
             idempotent_hint=self.idempotent,
             open_world_hint=False,
@@ -70,24 +73,16 @@ def _reader(name: str) -> Call:
     return lambda arguments, _added_by: _palace_function("selectors", name)(**arguments)
 
 
-_MEMORY_MODEL = (
-    "Memories are filed like a memory palace: wing (area) > room (topic) > hall (kind: facts, events, "
-    "decisions, discoveries, preferences), plus a category."
-)
-
 TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         name="palace_store",
         operation="store",
         title="Store a memory",
         description=(
-            "Save one memory verbatim into the palace so later sessions can find it. "
-            f"{_MEMORY_MODEL} Store the exact wording; do not summarise. "
-            "Use palace_store_batch for more than a few memories, and palace_supersede (not a new store) when "
-            "the memory corrects or updates an existing one. "
-            "Duplicates are safe: if a current memory with exactly the same text exists, nothing is written and "
-            "that memory is returned with duplicate=true and duplicate_of=<its id>. "
-            "Returns the memory with its id (>= 1000000000), timestamp and added_by."
+            "Save one memory verbatim (exact wording, never a summary), filed by wing "
+            "(area) > room (topic) > hall (kind) and category; reuse the rooms palace_status lists. A current "
+            "memory with exactly this text is returned instead (duplicate=true), nothing written. "
+            "Corrections: palace_supersede."
         ),
         input_schema=schemas.store,
         output_model=models.StoreResult,
@@ -99,13 +94,9 @@ TOOLS: tuple[ToolSpec, ...] = (
         operation="store_batch",
         title="Store many memories",
         description=(
-            "Save 1-256 memories in one call (one embedding pass, one write): for imports, migrations and "
-            "end-of-session dumps. Each item has the same fields as palace_store. Items are checked one by one: "
-            "an invalid item gets status 'failed' with the error while the others are stored; an item whose "
-            "text already exists as a current memory (or repeats an earlier item) gets status 'duplicate' with "
-            "the existing memory and duplicate_of, and is not written again ('skipped' with skip_duplicates). "
-            "Returns items in input order ({index, status, memory, duplicate_of, error}) and counts "
-            "{stored, duplicates_returned, skipped_duplicates, failed}. An empty or oversized list is refused."
+            "Save up to 256 memories in one call. Per item, in input "
+            "order: stored; duplicate (text already current, or an earlier item's; that memory returned); "
+            "skipped (duplicate, with skip_duplicates); failed (with the error; the rest are still stored)."
         ),
         input_schema=schemas.store_batch,
         output_model=models.BatchResult,
@@ -118,12 +109,9 @@ TOOLS: tuple[ToolSpec, ...] = (
         operation="find",
         title="Search memories",
         description=(
-            "Semantic search: the memories closest in meaning to a natural-language query, best first. Use it "
-            "before answering from memory or before storing, to see what is known. Optional exact filters "
-            "(wing, category, room, hall) and a time window on the memory timestamp (since/until, RFC3339) "
-            "narrow the search; recency_half_life_days favours recent memories. Superseded memories are hidden "
-            "unless include_superseded=true. Use palace_recall when you already know the ids. Read-only. "
-            "Returns {results: [memory with score], count}."
+            "Search memories by meaning and keywords, best first; use before answering from memory. Results "
+            "are whole memories. score: relevance relative to a perfect match for this query, in (0, 1]; "
+            "compare it only within one result list. No query: palace_browse."
         ),
         input_schema=schemas.find,
         output_model=models.FindResult,
@@ -131,14 +119,26 @@ TOOLS: tuple[ToolSpec, ...] = (
         read_only=True,
     ),
     ToolSpec(
+        name="palace_browse",
+        operation="browse",
+        title="Browse memories",
+        description=(
+            "List memories newest first without a query: a room, wing, hall, category or everything. Pass "
+            "next_cursor back as cursor for the next page (null after the last)."
+        ),
+        input_schema=schemas.browse,
+        output_model=models.BrowseResult,
+        call=_reader("browse"),
+        read_only=True,
+    ),
+    ToolSpec(
         name="palace_recall",
         operation="recall",
         title="Fetch memories by id",
         description=(
-            "Fetch up to 100 memories by id, with no search: use it to read ids from palace_find, palace_status "
-            "samples or earlier results in full. Superseded memories are returned too, with their history "
-            "(valid_until, superseded_by, superseded_reason). Read-only. Returns {memories, missing} where "
-            "missing lists the ids that do not exist."
+            "Fetch memories by id, superseded ones included with their history: for ids you were given or that "
+            "a memory refers to (supersedes, superseded_by). palace_find and palace_browse results are already "
+            "complete. missing lists unknown ids."
         ),
         input_schema=schemas.recall,
         output_model=models.RecallResult,
@@ -150,10 +150,9 @@ TOOLS: tuple[ToolSpec, ...] = (
         operation="status",
         title="Palace status",
         description=(
-            "Orient yourself: how many memories the palace holds (total, and current = not superseded), the "
-            "collection and embedding model, counts by wing, hall and category, and whether the search index is "
-            "being built (finds stay correct meanwhile, only slower). Call it at the start of a session or before "
-            "choosing filters for palace_find. palace_taxonomy adds rooms. Read-only."
+            "Overview, at session start and before choosing a room: memory counts total and current "
+            "(not superseded), per wing, room (200 largest; room_count counts all), hall and category; "
+            "whether the search index is building (finds stay correct)."
         ),
         input_schema=schemas.no_arguments,
         output_model=models.StatusResult,
@@ -161,28 +160,15 @@ TOOLS: tuple[ToolSpec, ...] = (
         read_only=True,
     ),
     ToolSpec(
-        name="palace_taxonomy",
-        operation="taxonomy",
-        title="Palace layout",
-        description=(
-            "The layout of the palace: value -> memory count for every wing, room, hall and category in use "
-            "(superseded memories included). Use it to pick existing room names before storing, so related "
-            "memories share a room, or to choose filters. palace_status gives totals. Read-only."
-        ),
-        input_schema=schemas.no_arguments,
-        output_model=models.TaxonomyResult,
-        call=_reader("taxonomy"),
-        read_only=True,
-    ),
-    ToolSpec(
         name="palace_check_duplicate",
         operation="check_duplicate",
         title="Check for a duplicate",
         description=(
-            "Before storing, see whether the palace already holds this text: returns the closest current "
-            "memory, its similarity, is_duplicate (similarity >= threshold 0.95) and same_text (exactly the "
-            "same text, which palace_store would return instead of writing). A near-duplicate with different "
-            "wording is a hint to palace_supersede the old memory rather than store a second one. Read-only."
+            "Before storing, the current memory closest to a text. similarity: cosine of the two embeddings, "
+            "1 for the same text, 0.75-0.9 for a paraphrase or a corrected fact, under 0.5 for another subject. "
+            "is_duplicate: similarity "
+            ">= 0.95; same_text: palace_store would return it. If this text corrects it, use "
+            "palace_supersede."
         ),
         input_schema=schemas.check_duplicate,
         output_model=models.DuplicateCheck,
@@ -194,13 +180,9 @@ TOOLS: tuple[ToolSpec, ...] = (
         operation="supersede",
         title="Correct memories",
         description=(
-            "Replace 1-50 out-of-date memories with one corrected memory: when a fact changed, a decision was "
-            "reversed or a memory was wrong. Stores the new text (no duplicate check) and marks each old memory "
-            "with valid_until=now, superseded_by=<new id> and the reason. Old memories are kept for history: "
-            "palace_find hides them unless include_superseded=true, palace_recall still shows them. Prefer this "
-            "to palace_delete for corrections. Ids that do not exist are reported in marked with ok=false; if "
-            "none exist, nothing is written. Returns {memory, reason, marked: [{id, ok, error, "
-            "previously_superseded_by}]}."
+            "Correct memories: one new memory replaces up to 50 old ones, kept for history (hidden from find, "
+            "shown by recall). Give only what changes: omitted fields, text and timestamp too, are copied "
+            "from the first old memory. Unknown ids get ok=false; if none exist nothing is written."
         ),
         input_schema=schemas.supersede,
         output_model=models.SupersedeResult,
@@ -211,13 +193,11 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         name="palace_delete",
         operation="delete",
-        title="Delete memories (permanent)",
+        title="Delete memories",
         description=(
-            "DESTRUCTIVE: permanently delete up to 100 memories by id. Only with the human operator's explicit "
-            "approval for this call: set confirm=true and name the approval in reason. For facts that changed "
-            "use palace_supersede instead, which keeps history. Deleted records are kept in the server's "
-            "journal, not in the palace. Ids that do not exist are reported as missing (repeating a delete is "
-            "harmless). Returns {deleted: [{id, deleted, missing}], counts, reason}."
+            "Permanently delete memories by id, only with the human operator's explicit approval "
+            "(confirm=true, reason naming it). For corrections use palace_supersede. Unknown ids come back "
+            "missing; repeating is harmless."
         ),
         input_schema=schemas.delete,
         output_model=models.DeleteResult,
@@ -228,15 +208,11 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         name="palace_delete_by_filter",
         operation="delete_by_filter",
-        title="Delete memories by filter (permanent)",
+        title="Delete by filter",
         description=(
-            "MASS-DESTRUCTIVE: permanently delete every memory matching a filter (at least one of wing, "
-            "category, room, hall, since, until; at most 1000 matches). Only with the operator's explicit "
-            "approval: confirm=true and reason naming it. Two steps: first dry_run=true to get matched_count, "
-            "per-wing and per-hall breakdowns and a sample of 10; then the same filter with dry_run=false and "
-            "expected_count=<matched_count>; a different count refuses and deletes nothing. Superseded "
-            "memories match only with include_superseded=true. Use palace_delete for known ids. Returns "
-            "{dry_run, matched_count, deleted_count, breakdown_by_wing, breakdown_by_hall, sample, reason}."
+            "Permanently delete what a filter matches (max 1000), only with the operator's explicit approval. "
+            "First dry_run=true: matched_count, breakdowns, sample; then expected_count=matched_count deletes "
+            "(another count deletes nothing). Superseded memories match only with include_superseded."
         ),
         input_schema=schemas.delete_by_filter,
         output_model=models.DeleteByFilterResult,
@@ -248,12 +224,10 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         name="palace_gain",
         operation="gain",
-        title="Token savings report",
+        title="Token savings",
         description=(
-            "How much agent context the palace has saved: calls and estimated tokens per operation versus a "
-            "hand-coded shell/curl equivalent (estimate@v1: response bytes / 4 against a fixed baseline per "
-            "operation), overall and per operation, optionally since a moment (RFC3339). For reporting only; it "
-            "does not touch memories. Read-only."
+            "Report agent context saved: calls and estimated tokens per operation against a hand-written "
+            "shell/curl equivalent (response bytes / 4 vs a fixed baseline), optionally since a moment."
         ),
         input_schema=schemas.gain,
         output_model=models.GainResult,

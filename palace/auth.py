@@ -97,8 +97,8 @@ def read_scope_refusal(request_or_scope: Any, tool: str) -> str | None:
     if identity is None or identity.can_write:
         return None
     return (
-        f"token {identity.name!r} has the read scope: {tool} writes to the palace and needs a token with the "
-        "write scope (python manage.py token create NAME --scope write)"
+        f"[read_scope] token {identity.name!r} has the read scope: {tool} writes to the palace and needs a token "
+        "with the write scope; the read tools still work, and the operator can issue a write token"
     )
 
 

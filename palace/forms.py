@@ -11,7 +11,8 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from palace.errors import InvalidInput
-from palace.timefmt import EXAMPLE, parse_rfc3339
+from palace.memories import canonical_room
+from palace.timefmt import EXAMPLE, format_rfc3339, parse_rfc3339
 
 MAX_TEXT_BYTES = 32 * 1024
 MAX_BATCH_ITEMS = 256
@@ -19,6 +20,7 @@ MAX_RECALL_IDS = 100
 MAX_SUPERSEDE_IDS = 50
 MAX_DELETE_IDS = 100
 MAX_FIND_LIMIT = 20
+MAX_BROWSE_LIMIT = 100
 MAX_TAG_CHARS = 64
 MAX_FILTER_DELETE = 1000
 FIRST_MEMORY_ID = 1_000_000_000
@@ -68,6 +70,14 @@ class TagField(StrictCharField):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(strip=True, max_length=MAX_TAG_CHARS, **kwargs)
+
+
+class RoomField(TagField):
+    """A room: trimmed, then stored and matched in its canonical form (see memories.canonical_room)."""
+
+    def to_python(self, value: Any) -> Any:
+        value = super().to_python(value)
+        return canonical_room(value) if value else value
 
 
 class VocabularyField(forms.ChoiceField):
@@ -238,11 +248,21 @@ def _schema_fields() -> dict[str, forms.Field]:
         "text": TextField(),
         "category": VocabularyField("categories"),
         "wing": VocabularyField("wings"),
-        "room": TagField(),
+        "room": RoomField(),
         "hall": VocabularyField("halls"),
         "session": TagField(required=False),
         "source_file": StrictCharField(required=False, max_length=1024, strip=True),
     }
+
+
+SCHEMA_KEYS = ("text", "category", "wing", "room", "hall", "session", "source_file")
+
+
+def _optional_schema_fields(keys: tuple[str, ...]) -> dict[str, forms.Field]:
+    fields = _schema_fields()
+    for field in fields.values():
+        field.required = False
+    return {key: fields[key] for key in keys}
 
 
 class MemoryForm(PalaceForm):
@@ -257,7 +277,7 @@ class FilterFields(PalaceForm):
 
     wing = VocabularyField("wings", required=False)
     category = VocabularyField("categories", required=False)
-    room = TagField(required=False)
+    room = RoomField(required=False)
     hall = VocabularyField("halls", required=False)
     since = TimestampField(required=False)
     until = TimestampField(required=False)
@@ -279,6 +299,37 @@ class FindForm(FilterFields):
     recency_half_life_days = HalfLifeField(required=False)
 
 
+class BrowseCursor(forms.Field):
+    """palace_browse's next_cursor: `<timestamp>/<id>` of the last memory of the previous page."""
+
+    def to_python(self, value: Any) -> tuple[datetime, int] | None:
+        if value in (None, ""):
+            return None
+        rule = "must be the next_cursor of an earlier palace_browse result, passed unchanged"
+        if not isinstance(value, str) or len(value) > 64:
+            raise ValidationError(rule, code="type")
+        stamp, _, memory_id = value.partition("/")
+        try:
+            moment = parse_rfc3339(stamp)
+        except ValueError:
+            raise ValidationError(rule, code="cursor") from None
+        if not (memory_id.isascii() and memory_id.isdigit()) or not FIRST_MEMORY_ID <= int(memory_id) <= MAX_MEMORY_ID:
+            raise ValidationError(rule, code="cursor")
+        return moment, int(memory_id)
+
+
+def browse_cursor(timestamp: datetime, memory_id: int) -> str:
+    """The cursor that continues a browse after this memory."""
+    return f"{format_rfc3339(timestamp)}/{memory_id}"
+
+
+class BrowseForm(FilterFields):
+    """A listing, newest first, without a query."""
+
+    limit = StrictIntegerField(minimum=1, maximum=MAX_BROWSE_LIMIT, default=20)
+    cursor = BrowseCursor(required=False)
+
+
 class CheckDuplicateForm(PalaceForm):
     """A duplicate check."""
 
@@ -292,11 +343,21 @@ class RecallForm(PalaceForm):
 
 
 class SupersedeForm(PalaceForm):
-    """A correction of one or more memories."""
+    """A correction of one or more memories: every memory field is optional (inherited when left out)."""
 
-    locals().update(_schema_fields())
+    locals().update(_optional_schema_fields(SCHEMA_KEYS))
+    timestamp = TimestampField(required=False)
     supersedes = IdListField(maximum=MAX_SUPERSEDE_IDS)
     reason = StrictCharField(max_length=1000, strip=True)
+
+
+BATCH_DEFAULT_KEYS = ("category", "wing", "room", "hall", "session", "source_file")
+
+
+class BatchDefaultsForm(PalaceForm):
+    """store_batch's defaults: values for the fields an item leaves out."""
+
+    locals().update(_optional_schema_fields(BATCH_DEFAULT_KEYS))
 
 
 class DeleteForm(PalaceForm):

@@ -38,6 +38,7 @@ BASELINE_TOKENS = {
     "store_batch_item": 1500,
     "find": 1800,
     "recall": 600,
+    "browse": 1200,  # a Qdrant scroll ordered by timestamp, with its filter and cursor, through SSH + curl + jq
     "status": 350,
     "taxonomy": 450,
     "check_duplicate": 1700,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import unicodedata
 from typing import Any
 
 MEMORY_FIELDS = (
@@ -29,9 +30,21 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def canonical_room(room: str) -> str:
+    """The one stored form of a room: NFKC, casefolded, trimmed, inner whitespace runs as one space.
+
+    "Palazzo", " palazzo " and "PALAZZO" are one room. The form is idempotent (checked over every
+    code point), so a canonical room passes through unchanged.
+    """
+    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", room).casefold())
+    return " ".join(folded.split())
+
+
 def stored_payload(memory: dict[str, Any]) -> dict[str, Any]:
-    """The payload written to the store for a memory record (absent fields omitted)."""
+    """The payload written to the store for a memory record (absent fields omitted, room canonical)."""
     payload = {key: memory[key] for key in MEMORY_FIELDS if memory.get(key) not in (None, "", [])}
+    if isinstance(payload.get("room"), str):  # journal entries written before rooms were canonical
+        payload["room"] = canonical_room(payload["room"])
     payload["text_hash"] = text_hash(memory["text"])
     return payload
 

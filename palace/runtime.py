@@ -96,11 +96,12 @@ def get_palace() -> Palace:
         store = build_store()
         store.ensure_collection(CollectionIdentity(model_name=embedder.model_name, dimension=embedder.dimension))
         palace = Palace(store=store, embedder=embedder, collection=settings.PALAZZO.collection)
-        from palace.services import replay_pending
+        from palace.services import canonicalise_rooms, replay_pending
 
         replayed = replay_pending(palace)
         if replayed:
             logger.info("re-applied %d pending journal entries", replayed)
+        canonicalise_rooms(palace)
         _palace = palace
         return palace
 

@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from palace import retrieval
-from palace.forms import CheckDuplicateForm, FindForm, GainForm, RecallForm
+from palace.forms import BrowseForm, CheckDuplicateForm, FindForm, GainForm, RecallForm, browse_cursor
 from palace.gain import gain_summary
 from palace.memories import public_memory
-from palace.runtime import get_palace
-from palace.store.base import MemoryFilter
+from palace.runtime import Palace, get_palace
+from palace.store.base import MemoryFilter, StoredPoint
 from palace.store.keywords import prefetch_depth
 from palace.timefmt import parse_rfc3339, utc_now
 
 DUPLICATE_THRESHOLD = 0.95
+STATUS_ROOMS = 200  # palace_status lists the rooms with the most memories, at most this many
+_NO_TIME = datetime.min.replace(tzinfo=UTC)
 RECENCY_FETCH_FACTOR = 4
 RECENCY_FETCH_CAP = 80
 HYBRID = retrieval.HYBRID
@@ -96,6 +98,92 @@ def find(
     }
 
 
+def _stamp(point: StoredPoint) -> datetime:
+    try:
+        return parse_rfc3339(point.payload.get("timestamp", ""))
+    except (ValueError, TypeError):
+        return _NO_TIME
+
+
+def _newest_first(points: list[StoredPoint]) -> list[StoredPoint]:
+    return sorted(points, key=lambda point: (_stamp(point), point.id), reverse=True)
+
+
+def _same_second(palace: Palace, memory_filter: MemoryFilter, moment: datetime) -> list[StoredPoint]:
+    """Every matching memory stamped in this second (a batch shares one), newest id first."""
+    if (memory_filter.since and moment < memory_filter.since) or (memory_filter.until and moment > memory_filter.until):
+        return []
+    second = dataclasses.replace(memory_filter, since=moment, until=moment)
+    return sorted(palace.store.scroll(memory_filter=second), key=lambda point: point.id, reverse=True)
+
+
+def browse(
+    *,
+    limit: Any = None,
+    cursor: Any = None,
+    wing: Any = None,
+    category: Any = None,
+    room: Any = None,
+    hall: Any = None,
+    since: Any = None,
+    until: Any = None,
+    include_superseded: Any = None,
+) -> dict[str, Any]:
+    """Memories newest first (timestamp, then id) without a query, a page at a time; next_cursor continues."""
+    raw = {
+        "limit": limit,
+        "cursor": cursor,
+        "wing": wing,
+        "category": category,
+        "room": room,
+        "hall": hall,
+        "since": since,
+        "until": until,
+        "include_superseded": include_superseded,
+    }
+    fields = BrowseForm({key: value for key, value in raw.items() if value is not None}).parsed()
+    palace = get_palace()
+    memory_filter = MemoryFilter(
+        wing=fields["wing"] or None,
+        category=fields["category"] or None,
+        room=fields["room"] or None,
+        hall=fields["hall"] or None,
+        since=fields["since"],
+        until=fields["until"],
+        include_superseded=fields["include_superseded"],
+        current_at=utc_now(),
+    )
+    limit_value: int = fields["limit"]
+    page: list[StoredPoint] = []
+    more = False
+    if fields["cursor"] is not None:
+        # Resume inside the cursor's second (ids below the last one shown), then strictly before it.
+        moment, last_id = fields["cursor"]
+        rest = [point for point in _same_second(palace, memory_filter, moment) if point.id < last_id]
+        page, more = rest[:limit_value], len(rest) > limit_value
+        before = moment - timedelta(seconds=1)
+        if memory_filter.until is None or before < memory_filter.until:
+            memory_filter = dataclasses.replace(memory_filter, until=before)
+    need = limit_value - len(page)
+    if not more:
+        older = _newest_first(palace.store.recent(memory_filter=memory_filter, limit=need + 1))
+        if len(older) > need:
+            more = True
+            if need:
+                # order_by cuts a run of equal timestamps anywhere; take that second whole, by id.
+                boundary = _stamp(older[need - 1])
+                newer = [point for point in older if _stamp(point) > boundary]
+                older = newer + _same_second(palace, memory_filter, boundary)
+        page += older[:need]
+    memories = [public_memory(point.id, point.payload) for point in page]
+    last = page[-1] if page else None
+    return {
+        "memories": memories,
+        "count": len(memories),
+        "next_cursor": browse_cursor(_stamp(last), last.id) if more and last is not None else None,
+    }
+
+
 def recall(*, ids: Any) -> dict[str, Any]:
     """Memories by id (superseded ones included, with their temporal fields); unknown ids listed as missing."""
     fields = RecallForm({"ids": ids}).parsed()
@@ -129,17 +217,21 @@ def check_duplicate(*, text: Any) -> dict[str, Any]:
     }
 
 
-def status() -> dict[str, Any]:
-    """Totals, counts by wing, hall and category, and the state of the search index."""
+def status(*, room_limit: int = STATUS_ROOMS) -> dict[str, Any]:
+    """Totals, counts by wing, room, hall and category, and the state of the search index."""
     palace = get_palace()
     everything = MemoryFilter()
     current = MemoryFilter(include_superseded=False, current_at=utc_now())
+    rooms = palace.store.facet(key="room", memory_filter=everything)
+    biggest = sorted(rooms.items(), key=lambda item: (-item[1], item[0]))[:room_limit]
     return {
         "collection": palace.collection,
         "embedding_model": palace.embedder.model_name,
         "total": palace.store.count(memory_filter=everything),
         "current": palace.store.count(memory_filter=current),
         "wings": palace.store.facet(key="wing", memory_filter=everything),
+        "rooms": dict(biggest),
+        "room_count": len(rooms),
         "halls": palace.store.facet(key="hall", memory_filter=everything),
         "categories": palace.store.facet(key="category", memory_filter=everything),
         "search_index": dataclasses.asdict(palace.store.index_state()),

@@ -24,6 +24,7 @@ from palace.errors import (
 from palace.forms import (
     MAX_BATCH_ITEMS,
     MAX_FILTER_DELETE,
+    BatchDefaultsForm,
     DeleteByFilterForm,
     DeleteForm,
     MemoryForm,
@@ -31,10 +32,17 @@ from palace.forms import (
 )
 from palace.ids import reserve_existing_ids
 from palace.journal import preview
-from palace.memories import public_memory, stored_payload, text_hash
+from palace.memories import canonical_room, public_memory, stored_payload, text_hash
 from palace.models import JournalEntry
 from palace.runtime import Palace, get_palace
-from palace.store.base import NEEDS_EMBEDDING, NEEDS_EMBEDDING_PENDING, MemoryFilter, PointWrite, VectorStore
+from palace.store.base import (
+    NEEDS_EMBEDDING,
+    NEEDS_EMBEDDING_PENDING,
+    MemoryFilter,
+    PointWrite,
+    StoredPoint,
+    VectorStore,
+)
 from palace.timefmt import format_rfc3339, parse_rfc3339, utc_now
 
 logger = logging.getLogger(__name__)
@@ -176,6 +184,31 @@ def _journal_and_apply(
         journal.mark_applied(entry)
 
 
+def canonicalise_rooms(palace: Palace) -> int:
+    """Give memories stored before rooms were canonical their canonical room; returns how many changed.
+
+    Not journaled: the journal's records keep the spelling they were given and every replay of them
+    (pending entries, rebuild) writes the canonical form, so the store ends the same either way, and an
+    interrupted pass is finished at the next open. One exact facet when there is nothing to do.
+    """
+    changed = 0
+    try:
+        with _write_lock:
+            for room in palace.store.facet(key="room", memory_filter=MemoryFilter()):
+                canonical = canonical_room(room)
+                if not canonical or canonical == room:
+                    continue
+                ids = [point.id for point in palace.store.scroll(memory_filter=MemoryFilter(room=room))]
+                for start in range(0, len(ids), 256):
+                    palace.store.set_payload(ids[start : start + 256], {"room": canonical})
+                changed += len(ids)
+    except PalaceError as exc:  # a full disk or a read-only server key: serve anyway, retry at the next open
+        logger.warning("could not give every memory its canonical room yet: %s", exc)
+    if changed:
+        logger.info("gave %d memories their canonical room (case and whitespace folded)", changed)
+    return changed
+
+
 def replay_pending(palace: Palace) -> int:
     """Re-apply journal entries the store never confirmed (after a crash); returns how many."""
     entries = journal.pending()
@@ -218,9 +251,13 @@ def store(
 
 
 def store_batch(
-    *, items: Any, skip_duplicates: bool = False, added_by: str = "", _single: bool = False
+    *, items: Any, defaults: Any = None, skip_duplicates: bool = False, added_by: str = "", _single: bool = False
 ) -> dict[str, Any]:
-    """Store 1-256 memories with one embedding pass and one upsert; per-item outcomes and counts."""
+    """Store 1-256 memories with one embedding pass and one upsert; per-item outcomes and counts.
+
+    defaults gives category, wing, room, hall, session or source_file to every item that leaves it out.
+    """
+    shared = _batch_defaults(defaults)
     if not isinstance(items, list):
         raise InvalidInput.single("items", "must be a list of memory objects")
     if not items:
@@ -232,7 +269,7 @@ def store_batch(
     for index, item in enumerate(items):
         try:
             fields = MemoryForm(
-                {k: v for k, v in item.items() if v is not None} if isinstance(item, dict) else item
+                shared | {k: v for k, v in item.items() if v is not None} if isinstance(item, dict) else item
             ).parsed()
         except InvalidInput as exc:
             if _single:
@@ -251,6 +288,19 @@ def store_batch(
         return _store_validated(
             palace, cleaned, outcomes, prepared=prepared, skip_duplicates=skip_duplicates, added_by=added_by
         )
+
+
+def _batch_defaults(defaults: Any) -> dict[str, Any]:
+    """The validated shared values of a batch (raw, so each item's form reports them the same way)."""
+    if defaults is None:
+        return {}
+    if not isinstance(defaults, dict):
+        raise InvalidInput.single("defaults", "must be an object of category, wing, room, hall, session, source_file")
+    try:
+        BatchDefaultsForm(defaults).parsed()
+    except InvalidInput as exc:
+        raise InvalidInput({f"defaults.{key}": messages for key, messages in exc.errors.items()}) from None
+    return {key: value for key, value in defaults.items() if value is not None}
 
 
 def _fresh_texts(palace: Palace, cleaned: list[dict[str, Any] | None]) -> list[str]:
@@ -375,50 +425,69 @@ def restore_records(
 def supersede(
     *,
     supersedes: Any,
-    text: Any,
-    category: Any,
-    wing: Any,
-    room: Any,
-    hall: Any,
     reason: Any,
+    text: Any = None,
+    category: Any = None,
+    wing: Any = None,
+    room: Any = None,
+    hall: Any = None,
     session: Any = None,
     source_file: Any = None,
+    timestamp: Any = None,
     added_by: str = "",
 ) -> dict[str, Any]:
-    """Store a corrected memory and mark each old one superseded (valid_until=now), keeping history."""
-    fields = SupersedeForm(
-        {
-            key: value
-            for key, value in {
-                "supersedes": supersedes,
-                "text": text,
-                "category": category,
-                "wing": wing,
-                "room": room,
-                "hall": hall,
-                "reason": reason,
-                "session": session,
-                "source_file": source_file,
-            }.items()
-            if value is not None
-        }
-    ).parsed()
+    """Store a corrected memory and mark each old one superseded (valid_until=now), keeping history.
+
+    Every memory field left out (text included) is inherited from the first superseded memory that exists.
+    """
+    given = {
+        "text": text,
+        "category": category,
+        "wing": wing,
+        "room": room,
+        "hall": hall,
+        "session": session,
+        "source_file": source_file,
+        "timestamp": timestamp,
+    }
+    raw = {"supersedes": supersedes, "reason": reason} | given
+    fields = SupersedeForm({key: value for key, value in raw.items() if value is not None}).parsed()
     palace = get_palace()
     with _write_lock:
-        return _supersede_validated(palace, fields, added_by=added_by)
+        found = {point.id: point for point in palace.store.retrieve(fields["supersedes"])}
+        if not found:
+            raise InvalidInput.single(
+                "supersedes",
+                f"none of the ids exist: {fields['supersedes']}; look the ids up with palace_find or palace_browse",
+            )
+        first = next(found[memory_id] for memory_id in fields["supersedes"] if memory_id in found)
+        inherited = {key: first.payload.get(key) for key in (*SCHEMA_KEYS, "timestamp")}
+        merged = inherited | {key: value for key, value in given.items() if value is not None}
+        try:
+            memory = MemoryForm({key: value for key, value in merged.items() if value is not None}).parsed()
+        except InvalidInput as exc:  # an inherited value the vocabulary no longer allows
+            raise InvalidInput(
+                {
+                    key: [*messages, f"(inherited from memory {first.id}; give {key} explicitly)"]
+                    if key not in given or given[key] is None
+                    else messages
+                    for key, messages in exc.errors.items()
+                }
+            ) from None
+        return _supersede_validated(palace, fields | memory, found=found, added_by=added_by)
 
 
-def _supersede_validated(palace: Palace, fields: dict[str, Any], *, added_by: str) -> dict[str, Any]:
+def _supersede_validated(
+    palace: Palace, fields: dict[str, Any], *, found: dict[int, StoredPoint], added_by: str
+) -> dict[str, Any]:
     old_ids: list[int] = fields["supersedes"]
-    found = {point.id: point for point in palace.store.retrieve(old_ids)}
-    if not found:
-        raise InvalidInput.single("supersedes", f"none of the ids exist: {old_ids}")
     vectors = _embed_or_defer(palace, [fields["text"]])
     now = format_rfc3339(utc_now())
+    stamp = format_rfc3339(fields["timestamp"]) if fields.get("timestamp") else now
     targets = [memory_id for memory_id in old_ids if memory_id in found]
 
     def build(ids: list[int]) -> dict[str, Any]:
-        record = _memory_record(fields, memory_id=ids[0], timestamp=now, added_by=added_by)
+        record = _memory_record(fields, memory_id=ids[0], timestamp=stamp, added_by=added_by)
         record.update(valid_from=now, supersedes=targets)
         return {"memories": [record], "supersedes": targets, "reason": fields["reason"], "valid_until": now}
 

@@ -31,3 +31,26 @@ def palace_env(tmp_path: Path) -> Iterator[Path]:
 def palace(palace_env: Path, db: None) -> runtime.Palace:
     """An open, empty palace with database access."""
     return runtime.get_palace()
+
+
+@pytest.fixture(params=["edge", "server"])
+def either_store(request: pytest.FixtureRequest, palace_env: Path) -> Iterator[str]:
+    """Run the test on the embedded shard and on a Qdrant server (qdrant-client's local mode behind REST)."""
+    if request.param == "server":
+        from tests.trust.fake_qdrant import FakeQdrant
+
+        fake = FakeQdrant().start()
+        settings.PALAZZO = dataclasses.replace(settings.PALAZZO, qdrant_url=fake.url)
+        try:
+            yield request.param
+        finally:
+            runtime.close_palace()
+            fake.stop()
+        return
+    yield request.param
+
+
+@pytest.fixture
+def any_palace(either_store: str, db: None) -> runtime.Palace:
+    """An open, empty palace on either store, with database access."""
+    return runtime.get_palace()

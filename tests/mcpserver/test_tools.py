@@ -18,7 +18,7 @@ ALL_TOOLS = {
     "palace_find",
     "palace_recall",
     "palace_status",
-    "palace_taxonomy",
+    "palace_browse",
     "palace_check_duplicate",
     "palace_supersede",
     "palace_delete",
@@ -29,7 +29,7 @@ READ_TOOLS = {
     "palace_find",
     "palace_recall",
     "palace_status",
-    "palace_taxonomy",
+    "palace_browse",
     "palace_check_duplicate",
     "palace_gain",
 }
@@ -51,10 +51,11 @@ def test_it_lists_the_eleven_tools_with_schemas_and_annotations(palazzo: Palazzo
         assert tool.title and len(tool.description or "") > 150
         assert tool.output_schema is not None and tool.output_schema["type"] == "object"
         annotations = tool.annotations
-        assert annotations is not None and annotations.title == tool.title
+        assert annotations is not None and annotations.title is None  # the tool's own title, not repeated
         assert annotations.read_only_hint is (tool.name in READ_TOOLS)
         assert annotations.open_world_hint is False
-        assert annotations.idempotent_hint is not None and annotations.destructive_hint is not None
+        if tool.name not in READ_TOOLS:  # the hints mean nothing for a read-only tool
+            assert annotations.idempotent_hint is not None and annotations.destructive_hint is not None
         for name, schema in tool.input_schema["properties"].items():
             assert schema.get("description"), f"{tool.name}.{name} has no description"
     assert tools["palace_delete"].annotations.destructive_hint is True  # type: ignore[union-attr]
@@ -72,20 +73,39 @@ def test_it_lists_the_eleven_tools_with_schemas_and_annotations(palazzo: Palazzo
     assert (items["minItems"], items["maxItems"]) == (1, 256)
     assert tools["palace_recall"].input_schema["properties"]["ids"]["maxItems"] == 100
     assert tools["palace_supersede"].input_schema["properties"]["supersedes"]["maxItems"] == 50
+    assert tools["palace_supersede"].input_schema["required"] == ["supersedes", "reason"]
+    browse = tools["palace_browse"].input_schema["properties"]
+    assert (browse["limit"]["maximum"], browse["limit"]["default"]) == (100, 20) and "cursor" in browse
+    assert "defaults" in tools["palace_store_batch"].input_schema["properties"]
 
 
-def test_it_publishes_optional_result_fields_as_type_lists_that_accept_null(palazzo: Palazzo) -> None:
-    tools = {tool.name: tool for tool in palazzo.list_tools().tools}
-    schema = tools["palace_find"].output_schema
-    assert schema is not None
-    fields = schema["$defs"]["Memory"]["properties"]
-    assert fields["category"]["type"] == ["string", "null"] and "anyOf" not in fields["category"]
-    assert fields["supersedes"]["type"] == ["array", "null"] and fields["supersedes"]["items"] == {"type": "integer"}
-    found = {"results": [{"id": 1_000_000_001, "text": "t", "category": None}], "count": 1}
-    jsonschema.validate(found, schema)
-    found["results"][0]["category"] = 7
-    with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(found, schema)
+def _keywords(schema: Any) -> set[str]:
+    """Every JSON-schema keyword used anywhere in schema (property names excluded)."""
+    if isinstance(schema, list):
+        return set().union(*(_keywords(item) for item in schema)) if schema else set()
+    if not isinstance(schema, dict):
+        return set()
+    found = set(schema)
+    for key, value in schema.items():
+        inner = value.values() if key in ("properties", "$defs") else [value]
+        found |= set().union(*(_keywords(item) for item in inner)) if inner else set()
+    return found
+
+
+def test_it_keeps_tools_list_within_4000_tokens_with_lean_output_schemas(palazzo: Palazzo) -> None:
+    listed = palazzo.list_tools()
+    tools = [tool.model_dump(by_alias=True, exclude_none=True, mode="json") for tool in listed.tools]
+    size = len(json.dumps({"tools": tools}, separators=(",", ":"), ensure_ascii=False))
+    assert size <= 4000 * 4, f"tools/list is {size} characters"
+    for tool in listed.tools:
+        assert not {"title", "description", "default"} & _keywords(tool.output_schema), tool.name
+    find = next(tool for tool in listed.tools if tool.name == "palace_find").output_schema
+    assert find is not None and find["properties"]["results"]["items"] == {"$ref": "#/$defs/Memory"}
+    found = {"results": [{"id": 1_000_000_001, "text": "t", "category": None, "score": 0.5}], "count": 1}
+    jsonschema.validate(found, find)
+    for broken in ({"id": "1", "text": "t"}, {"id": 1_000_000_001, "text": None}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate({"results": [broken], "count": 1}, find)
 
 
 def test_it_stores_finds_recalls_counts_and_checks_a_memory(palazzo: Palazzo) -> None:
@@ -202,12 +222,13 @@ def test_it_stamps_added_by_from_the_client_info(palazzo: Palazzo) -> None:
     assert "added_by" in message
 
 
-def test_it_round_trips_taxonomy_deletes_and_gain(palazzo: Palazzo) -> None:
+def test_it_round_trips_status_rooms_deletes_and_gain(palazzo: Palazzo) -> None:
     room = unique("trash").replace(" ", "-")[:40]
     kept = palazzo.ok("palace_store", memory(unique("keep me"), room=room))
-    doomed = palazzo.ok("palace_store", memory(unique("delete me"), room=room))
-    taxonomy = palazzo.ok("palace_taxonomy")
-    assert taxonomy["rooms"][room] == 2 and set(taxonomy) == {"wings", "rooms", "halls", "categories"}
+    doomed = palazzo.ok("palace_store", memory(unique("delete me"), room=room.upper()))
+    status = palazzo.ok("palace_status")
+    assert status["rooms"][room] == 2 and status["room_count"] >= 1
+    assert {"wings", "rooms", "halls", "categories"} <= set(status)
 
     deleted = palazzo.ok("palace_delete", {"ids": [doomed["id"]], "reason": "operator approved: test", "confirm": True})
     assert deleted["counts"] == {"deleted": 1, "missing": 0}
@@ -234,7 +255,7 @@ def test_it_round_trips_taxonomy_deletes_and_gain(palazzo: Palazzo) -> None:
 
     gain = palazzo.ok("palace_gain")
     assert gain["estimate"] == "estimate@v1"
-    assert {"store", "delete", "delete_by_filter", "taxonomy"} <= set(gain["per_operation"])
+    assert {"store", "delete", "delete_by_filter", "status"} <= set(gain["per_operation"])
     assert palazzo.ok("palace_gain", {"since": "2100-01-01T00:00:00Z"})["totals"]["calls"] == 0
 
 
@@ -305,7 +326,8 @@ def test_it_refuses_invalid_input_with_an_error_result_and_writes_nothing(
     message = palazzo.error(tool, arguments)
     for fragment in expected:
         assert fragment in message, f"{fragment!r} not in {message!r}"
-    assert "Traceback" not in message
+    assert message.startswith(("[invalid_input] ", "[confirmation_required] ")), message
+    assert "Traceback" not in message and "manage.py" not in message
     assert palazzo.total() == total
     assert palazzo.ok("palace_recall", {"ids": [anchor["id"]]})["missing"] == []
 
@@ -330,3 +352,46 @@ def test_it_offers_the_wake_up_prompt_and_resource(palazzo: Palazzo) -> None:
     assert context["status"]["total"] >= 1
     assert context["recent"][0]["text"] == text
     assert palazzo.client.instructions and "palace_find" in palazzo.client.instructions
+
+
+def test_it_browses_a_room_newest_first_with_a_cursor(palazzo: Palazzo) -> None:
+    room = unique("Browse Room")[:40]
+    dated = [
+        palazzo.ok("palace_store", memory(unique(f"browsed {n}"), room=room, timestamp=f"2026-0{n}-01T00:00:00Z"))
+        for n in range(1, 4)
+    ]
+    batch = palazzo.ok(
+        "palace_store_batch",
+        {
+            "items": [{"text": unique(f"batch {n}")} for n in range(3)],
+            "defaults": {"category": "technical", "wing": "projects", "room": room.lower(), "hall": "facts"},
+        },
+    )
+    assert batch["counts"]["stored"] == 3
+    newest = sorted((item["memory"]["id"] for item in batch["items"]), reverse=True)
+    expected = newest + [stored["id"] for stored in reversed(dated)]
+    seen, cursor = [], None
+    while True:
+        page = palazzo.ok("palace_browse", {"room": room.upper(), "limit": 4} | ({"cursor": cursor} if cursor else {}))
+        seen += [item["id"] for item in page["memories"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == expected
+    message = palazzo.error("palace_browse", {"cursor": "not-a-cursor"})
+    assert message.startswith("[invalid_input] cursor:") and "next_cursor" in message
+
+
+def test_it_supersedes_with_only_the_new_text_and_keeps_the_rest(palazzo: Palazzo) -> None:
+    old = palazzo.ok(
+        "palace_store",
+        memory(unique("The cache TTL is 60 s"), room="Cache", hall="decisions", timestamp="2025-05-05T05:05:05Z"),
+    )
+    new_text = unique("The cache TTL is 300 s")
+    result = palazzo.ok("palace_supersede", {"supersedes": [old["id"]], "text": new_text, "reason": "raised"})
+    new = result["memory"]
+    assert new["text"] == new_text and new["supersedes"] == [old["id"]]
+    for key in ("category", "wing", "room", "hall", "timestamp"):
+        assert new[key] == old[key], key
+    message = palazzo.error("palace_supersede", {"supersedes": [old["id"]], "text": "no reason"})
+    assert message.startswith("[invalid_input] reason:")

@@ -153,6 +153,10 @@ def test_it_reports_status_and_taxonomy(sample: dict[str, int]) -> None:
     assert status["total"] == 4
     assert status["wings"] == {"infrastructure": 2, "projects": 1, "personal": 1}
     assert status["halls"]["facts"] == 1
+    assert status["rooms"] == {"nas": 2, "alice": 1, "blog": 1} and status["room_count"] == 3
+    assert list(status["rooms"]) == ["nas", "alice", "blog"]  # largest first, then by name
+    assert list(selectors.status(room_limit=1)["rooms"]) == ["nas"]
+    assert selectors.status(room_limit=1)["room_count"] == 3
     taxonomy = selectors.taxonomy()
     assert taxonomy["rooms"] == {"nas": 2, "blog": 1, "alice": 1}
     assert taxonomy["categories"] == {"infrastructure": 2, "technical": 1, "person": 1}
@@ -182,3 +186,96 @@ def test_it_summarises_gain_since_a_moment(palace: Palace) -> None:
     assert selectors.gain(since="2100-01-01T00:00:00Z")["totals"]["calls"] == 0
     with pytest.raises(InvalidInput):
         selectors.gain(since="last week")
+
+
+def _fill_for_browsing() -> list[int]:
+    """Eleven memories in room "palazzo" (five share one second, as a batch does) and two elsewhere."""
+    single = [
+        services.store(**memory(f"palazzo note {n}", timestamp=f"2026-0{n}-01T00:00:00Z"))["id"] for n in range(1, 7)
+    ]
+    batch = services.store_batch(
+        items=[{"text": f"palazzo batch note {n}", "room": "Palazzo"} for n in range(5)],
+        defaults={"hall": "events", "wing": "projects", "category": "technical", "room": "ignored"},
+    )
+    services.store(**memory("another room", room="blog"))
+    services.store(**memory("another wing", wing="vibe", room="moods", timestamp="2026-03-15T00:00:00Z"))
+    shared_second = sorted((item["memory"]["id"] for item in batch["items"]), reverse=True)
+    return shared_second + single[::-1]  # the batch is stamped now, after the dated ones
+
+
+def _browse_all(limit: int, **filters: Any) -> list[int]:
+    seen: list[int] = []
+    cursor = None
+    for _page in range(100):
+        page = selectors.browse(limit=limit, cursor=cursor, **filters)
+        assert page["count"] == len(page["memories"]) <= limit
+        seen += [item["id"] for item in page["memories"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            return seen
+        assert page["count"] == limit  # only a full page has a next one
+    raise AssertionError("browse never ended")
+
+
+def test_it_browses_a_room_newest_first_page_by_page_on_both_stores(any_palace: Palace) -> None:
+    expected = _fill_for_browsing()
+    for limit in (1, 2, 3, 4, 5, 6, 10, 11, 12, 100):
+        assert _browse_all(limit, room="palazzo") == expected, f"limit {limit}"
+    first = selectors.browse(room="PALAZZO ", limit=2)
+    assert [item["id"] for item in first["memories"]] == expected[:2]
+    assert first["memories"][0]["room"] == "palazzo" and "score" not in first["memories"][0]
+
+
+def test_it_browses_with_every_filter_and_hides_superseded_unless_asked(any_palace: Palace) -> None:
+    expected = _fill_for_browsing()
+    assert _browse_all(4, room="palazzo", hall="events") == expected[:5]
+    assert _browse_all(3, wing="vibe") == [selectors.browse(wing="vibe")["memories"][0]["id"]]
+    spring = _browse_all(2, room="palazzo", since="2026-03-01T00:00:00Z", until="2026-05-01T00:00:00Z")
+    assert spring == expected[6:9]  # May, April, March: both bounds inclusive
+    old = expected[-1]
+    services.supersede(supersedes=[old], reason="corrected", text="palazzo note 1, corrected")
+    current = _browse_all(50, room="palazzo")
+    assert old not in current and len(current) == len(expected)
+    assert old in _browse_all(50, room="palazzo", include_superseded=True)
+    assert len(_browse_all(7)) == 13  # everything current, across rooms
+
+
+@pytest.mark.parametrize(
+    "cursor",
+    [
+        "",
+        "garbage",
+        "2026-01-01T00:00:00Z",
+        "2026-01-01T00:00:00Z/12",
+        "2026-13-01T00:00:00Z/1000000000",
+        "2026-01-01T00:00:00Z/１０００００００００",
+        1_000_000_000,
+        ["x"],
+        "x" * 100,
+    ],
+)
+def test_it_refuses_a_cursor_it_did_not_issue(palace: Palace, cursor: Any) -> None:
+    if cursor == "":
+        assert selectors.browse(cursor=cursor)["next_cursor"] is None  # empty = from the start
+        return
+    with pytest.raises(InvalidInput) as caught:
+        selectors.browse(cursor=cursor)
+    assert "next_cursor" in caught.value.errors["cursor"][0]
+
+
+def test_it_refuses_a_browse_limit_beyond_100(palace: Palace) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        selectors.browse(limit=101)
+    assert "between 1 and 100" in str(caught.value)
+    assert selectors.browse(limit=100)["memories"] == []
+
+
+def test_it_matches_rooms_whatever_their_case_and_spacing_on_both_stores(any_palace: Palace) -> None:
+    first = services.store(**memory("The palazzo repo lives on the NAS", room="Palazzo"))
+    second = services.store(**memory("palazzo uses Django", room="  palazzo\t"))
+    third = services.store(**memory("Palazzo dev notes", room="PALAZZO   Dev"))
+    assert (first["room"], second["room"], third["room"]) == ("palazzo", "palazzo", "palazzo dev")
+    assert selectors.status()["rooms"] == {"palazzo": 2, "palazzo dev": 1}
+    hits = selectors.find(query="palazzo", room="PaLaZzO", limit=10)["results"]
+    assert sorted(hit["id"] for hit in hits) == sorted([first["id"], second["id"]])
+    assert [m["id"] for m in selectors.browse(room=" palazzo  DEV ")["memories"]] == [third["id"]]

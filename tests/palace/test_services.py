@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
 import pytest
 from django.conf import settings
 
-from palace import selectors, services
+from palace import runtime, selectors, services, verify
 from palace.errors import ConfirmationRequired, ExpectedCountMismatch, InvalidInput
 from palace.forms import MAX_TEXT_BYTES
 from palace.models import JournalEntry
@@ -260,3 +261,133 @@ def test_it_rebuilds_the_store_from_the_journal(palace: Palace) -> None:
     assert after == before
     assert after["missing"] == [third]
     assert [hit["id"] for hit in selectors.find(query="first corrected", limit=1)["results"]] == [corrected]
+
+
+def test_it_supersedes_inheriting_every_field_left_out_on_both_stores(any_palace: Palace) -> None:
+    old = services.store(
+        **memory(
+            "The VPN runs on port 1194",
+            wing="infrastructure",
+            category="infrastructure",
+            room="VPN",
+            hall="decisions",
+            session="s-42",
+            source_file="notes/vpn.md",
+            timestamp="2025-02-03T04:05:06Z",
+        )
+    )
+    other = services.store(**memory("The VPN uses UDP", room="elsewhere"))
+    result = services.supersede(
+        supersedes=[1_000_000_001, old["id"], other["id"]], reason="port moved", text="The VPN runs on port 443"
+    )
+    new = result["memory"]
+    for key in ("category", "wing", "room", "hall", "session", "source_file", "timestamp"):
+        assert new[key] == old[key], key  # from the first superseded memory that exists
+    assert (new["text"], new["supersedes"]) == ("The VPN runs on port 443", [old["id"], other["id"]])
+    assert new["valid_from"] > old["timestamp"]
+    recalled = selectors.recall(ids=[new["id"]])["memories"][0]
+    assert recalled == new
+
+    moved = services.supersede(supersedes=[new["id"]], reason="filed under network", room="Network ")["memory"]
+    assert (moved["text"], moved["room"], moved["hall"]) == ("The VPN runs on port 443", "network", "decisions")
+    assert moved["timestamp"] == old["timestamp"]
+    dated = services.supersede(supersedes=[moved["id"]], reason="r", timestamp="2026-01-01T00:00:00+01:00")
+    assert dated["memory"]["timestamp"] == "2025-12-31T23:00:00Z"
+    assert selectors.find(query="VPN port", limit=5)["results"][0]["id"] == dated["memory"]["id"]
+
+
+def test_it_names_an_inherited_value_the_vocabulary_no_longer_allows(palace: Palace) -> None:
+    old = services.store(**memory("A vibe memory", wing="vibe"))
+    settings.PALAZZO = dataclasses.replace(settings.PALAZZO, wings=("projects", "personal"))
+    with pytest.raises(InvalidInput) as caught:
+        services.supersede(supersedes=[old["id"]], reason="r", text="corrected")
+    assert "'vibe' is not allowed" in str(caught.value) and f"inherited from memory {old['id']}" in str(caught.value)
+    moved = services.supersede(supersedes=[old["id"]], reason="r", text="corrected", wing="personal")
+    assert moved["memory"]["wing"] == "personal" and total() == 2
+
+
+@pytest.mark.parametrize(
+    ("arguments", "field"),
+    [
+        ({"reason": None, "text": "x"}, "reason"),
+        ({"supersedes": None}, "supersedes"),
+        ({"wing": "atlantis"}, "wing"),
+        ({"timestamp": "soon"}, "timestamp"),
+        ({"room": " "}, "room"),
+        ({"text": " "}, "text"),
+    ],
+)
+def test_it_refuses_a_bad_supersede_and_writes_nothing(palace: Palace, arguments: dict[str, Any], field: str) -> None:
+    old = services.store(**memory("kept as it is"))
+    with pytest.raises(InvalidInput) as caught:
+        services.supersede(**{"supersedes": [old["id"]], "reason": "r"} | arguments)
+    assert field in caught.value.errors
+    assert total() == 1 and selectors.recall(ids=[old["id"]])["memories"][0]["valid_until"] is None
+
+
+def test_it_fills_batch_items_from_shared_defaults_on_both_stores(any_palace: Palace) -> None:
+    result = services.store_batch(
+        items=[
+            {"text": "first default item"},
+            {"text": "second item, own hall", "hall": "events"},
+            {"text": "third item, no room anywhere", "room": None},
+        ],
+        defaults={"wing": "projects", "category": "technical", "room": "Batch Room", "hall": "facts", "session": "s1"},
+    )
+    assert [item["status"] for item in result["items"]] == ["stored", "stored", "stored"]
+    first, second, _third = (item["memory"] for item in result["items"])
+    assert (first["wing"], first["room"], first["hall"], first["session"]) == ("projects", "batch room", "facts", "s1")
+    assert second["hall"] == "events"
+    partial = services.store_batch(items=[{"text": "needs a wing"}], defaults={"room": "r", "hall": "facts"})
+    assert partial["items"][0]["status"] == "failed"
+    assert "wing" in partial["items"][0]["error"] and "category" in partial["items"][0]["error"]
+
+
+@pytest.mark.parametrize(
+    ("defaults", "rule"),
+    [
+        ({"wing": "atlantis"}, "defaults.wing"),
+        ({"text": "shared text"}, "defaults.text"),
+        ({"timestamp": "2026-01-01T00:00:00Z"}, "defaults.timestamp"),
+        ({"room": 7}, "defaults.room"),
+        (["wing"], "defaults"),
+        ("projects", "defaults"),
+    ],
+)
+def test_it_refuses_bad_batch_defaults_and_writes_nothing(palace: Palace, defaults: Any, rule: str) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        services.store_batch(items=[memory("would be stored")], defaults=defaults)
+    assert rule in caught.value.errors
+    assert total() == 0
+
+
+def _age_room_spelling(memory_id: int, spelling: str) -> None:
+    """Make a memory look stored by a palazzo before canonical rooms: in the store and in its journal entry."""
+    runtime.get_palace().store.set_payload([memory_id], {"room": spelling})
+    entry = next(entry for entry in JournalEntry.objects.all() if memory_id in entry.memory_ids)
+    for record in entry.payload["memories"]:
+        if record["id"] == memory_id:
+            record["room"] = spelling
+    entry.save(update_fields=["payload"])
+
+
+def test_it_gives_an_existing_palace_canonical_rooms_when_it_opens_on_both_stores(any_palace: Palace) -> None:
+    old = services.store(**memory("stored by an older palazzo", room="x"))
+    other = services.store(**memory("another old one", room="y"))
+    _age_room_spelling(old["id"], "My  Project")
+    _age_room_spelling(other["id"], "my project ")
+    assert selectors.browse(room="my project")["memories"] == []  # what older palaces suffered
+    runtime.close_palace()
+    palace = runtime.get_palace()
+    assert {point.payload["room"] for point in palace.store.retrieve([old["id"], other["id"]])} == {"my project"}
+    assert [m["id"] for m in selectors.browse(room="MY PROJECT")["memories"]] == [other["id"], old["id"]]
+    assert selectors.status()["rooms"] == {"my project": 2}
+    assert services.canonicalise_rooms(palace) == 0  # nothing left to do at the next open
+    assert verify.verify()["ok"] is True
+
+
+def test_it_rebuilds_old_journal_entries_with_canonical_rooms(palace: Palace) -> None:
+    old = services.store(**memory("journaled before canonical rooms", room="x"))
+    _age_room_spelling(old["id"], "Old\u00a0Room")
+    services.rebuild()
+    assert selectors.recall(ids=[old["id"]])["memories"][0]["room"] == "old room"

@@ -51,7 +51,7 @@ memory_ids = st.lists(st.integers(min_value=999_999_990, max_value=2**63 + 5), m
 def _plausible() -> dict[str, st.SearchStrategy[Any]]:
     """Values near the valid ones per field name, so success paths are reached as often as errors."""
     env = settings.PALAZZO
-    return {
+    plain: dict[str, st.SearchStrategy[Any]] = {
         "text": st.text(min_size=0, max_size=60),
         "query": st.text(min_size=0, max_size=60),
         "category": st.sampled_from([*env.categories, "gossip", " technical "]),
@@ -73,7 +73,14 @@ def _plausible() -> dict[str, st.SearchStrategy[Any]]:
         "confirm": st.booleans(),
         "dry_run": st.booleans(),
         "expected_count": st.integers(min_value=-2, max_value=1002),
+        "cursor": st.one_of(
+            st.tuples(timestamps, st.integers(min_value=-1, max_value=2**64)).map(lambda pair: f"{pair[0]}/{pair[1]}"),
+            st.text(max_size=80),
+        ),
     }
+    shared = ("category", "wing", "room", "hall", "session", "text")
+    plain["defaults"] = st.fixed_dictionaries({}, optional={key: plain[key] | json_values for key in shared})
+    return plain
 
 
 def _field(name: str) -> st.SearchStrategy[Any]:
@@ -96,7 +103,7 @@ VALID_ARGUMENTS: dict[str, dict[str, Any]] = {
     "palace_find": {"query": "valid"},
     "palace_recall": {"ids": [ANCHOR]},
     "palace_status": {},
-    "palace_taxonomy": {},
+    "palace_browse": {"room": "palazzo"},
     "palace_check_duplicate": {"text": "valid"},
     "palace_supersede": memory("a valid correction") | {"supersedes": [ANCHOR], "reason": "corrected"},
     "palace_delete": {"ids": [ANCHOR], "reason": "operator approved", "confirm": True},
@@ -193,7 +200,7 @@ test_it_survives_any_input_to_palace_store_batch = _property_test("palace_store_
 test_it_survives_any_input_to_palace_find = _property_test("palace_find")
 test_it_survives_any_input_to_palace_recall = _property_test("palace_recall")
 test_it_survives_any_input_to_palace_status = _property_test("palace_status")
-test_it_survives_any_input_to_palace_taxonomy = _property_test("palace_taxonomy")
+test_it_survives_any_input_to_palace_browse = _property_test("palace_browse")
 test_it_survives_any_input_to_palace_check_duplicate = _property_test("palace_check_duplicate")
 test_it_survives_any_input_to_palace_supersede = _property_test("palace_supersede")
 test_it_survives_any_input_to_palace_delete = _property_test("palace_delete")
