@@ -281,8 +281,21 @@ class GainResult(BaseModel):
     per_operation: dict[str, GainOperation]
 
 
+class RecentMemory(BaseModel):
+    """A memory in the wake-up context: its filing and the start of its text."""
+
+    id: int
+    text: str = Field(description="The first 400 characters of the text.")
+    truncated: bool = Field(description="The text was cut; palace_recall has all of it.")
+    category: str | None = None
+    wing: str | None = None
+    room: str | None = None
+    hall: str | None = None
+    timestamp: str | None = None
+
+
 class WakeUp(BaseModel):
-    """The session-start context: palace status plus the newest current memories."""
+    """The session-start context: palace status plus the newest current memories, within 2,000 tokens."""
 
     status: StatusResult
-    recent: list[Memory]
+    recent: list[RecentMemory]

@@ -263,7 +263,7 @@ def _tool(spec: ToolSpec, env: PalazzoEnvironment, warmup: PalaceWarmup) -> Tool
 def _wake_up_data() -> dict[str, Any]:
     from palace import selectors
 
-    return {"status": selectors.status(), "recent": selectors.recent(count=settings.PALAZZO.wake_up_count)}
+    return selectors.wake_up(count=settings.PALAZZO.wake_up_count)
 
 
 async def _wake_up(tool: str, warmup: PalaceWarmup) -> Outcome:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -246,6 +247,36 @@ def taxonomy() -> dict[str, Any]:
         plural: palace.store.facet(key=key, memory_filter=everything)
         for key, plural in (("wing", "wings"), ("room", "rooms"), ("hall", "halls"), ("category", "categories"))
     }
+
+
+WAKE_UP_MAX_CHARS = 7600  # the JSON of the wake-up context: 1,900 tokens at 4 characters each
+WAKE_UP_ROOMS = 30
+WAKE_UP_PREVIEW_CHARS = 400
+_WAKE_UP_KEYS = ("id", "text", "category", "wing", "room", "hall", "timestamp")
+
+
+def wake_up(*, count: int, max_chars: int = WAKE_UP_MAX_CHARS) -> dict[str, Any]:
+    """Session-start context within max_chars of JSON: status (the largest rooms) and the newest memories.
+
+    Each memory carries its filing and at most WAKE_UP_PREVIEW_CHARS of text (truncated=true when cut;
+    palace_recall has the rest); memories that would pass the budget are left out, newest kept first.
+    """
+    summary = status(room_limit=WAKE_UP_ROOMS)
+    while len(json.dumps(summary, ensure_ascii=False)) > max_chars // 2 and summary["rooms"]:
+        summary["rooms"] = dict(list(summary["rooms"].items())[: len(summary["rooms"]) // 2])
+    used = len(json.dumps({"status": summary, "recent": []}, ensure_ascii=False))
+    memories: list[dict[str, Any]] = []
+    for memory in recent(count=count):
+        text = memory["text"]
+        compact = {key: memory[key] for key in _WAKE_UP_KEYS if memory[key] is not None}
+        compact["text"] = text[:WAKE_UP_PREVIEW_CHARS]
+        compact["truncated"] = len(text) > WAKE_UP_PREVIEW_CHARS
+        size = len(json.dumps(compact, ensure_ascii=False)) + 2
+        if used + size > max_chars:
+            break
+        memories.append(compact)
+        used += size
+    return {"status": summary, "recent": memories}
 
 
 def recent(*, count: int) -> list[dict[str, Any]]:

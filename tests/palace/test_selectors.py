@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 from typing import Any
 
 import pytest
@@ -279,3 +280,22 @@ def test_it_matches_rooms_whatever_their_case_and_spacing_on_both_stores(any_pal
     hits = selectors.find(query="palazzo", room="PaLaZzO", limit=10)["results"]
     assert sorted(hit["id"] for hit in hits) == sorted([first["id"], second["id"]])
     assert [m["id"] for m in selectors.browse(room=" palazzo  DEV ")["memories"]] == [third["id"]]
+
+
+def test_it_bounds_the_wake_up_context_to_2000_tokens(palace: Palace) -> None:
+    rooms = [f"a rather long room name number {n:03d} for the wake-up budget" for n in range(120)]
+    services.store_batch(items=[memory(f"short memory in {room}", room=room) for room in rooms])
+    long_texts = [f"{n} " + "verbatim words of a long memory " * 200 for n in range(12)]
+    stored = [
+        services.store(**memory(text, timestamp=f"2030-01-{n + 1:02d}T00:00:00Z")) for n, text in enumerate(long_texts)
+    ]
+    context = selectors.wake_up(count=10)
+    size = len(json.dumps(context, ensure_ascii=False))
+    assert size <= selectors.WAKE_UP_MAX_CHARS, size
+    assert context["status"]["room_count"] == 121 and 0 < len(context["status"]["rooms"]) <= 30
+    recent = context["recent"]
+    assert recent and [item["id"] for item in recent] == [item["id"] for item in stored[::-1][: len(recent)]]
+    assert all(item["truncated"] and len(item["text"]) == 400 for item in recent)
+    assert recent[0]["text"] == long_texts[-1][:400] and recent[0]["room"] == "palazzo"
+    small = selectors.wake_up(count=2, max_chars=100_000)
+    assert len(small["recent"]) == 2
