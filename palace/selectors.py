@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from palace import retrieval
+from palace.errors import InvalidInput
 from palace.forms import BrowseForm, CheckDuplicateForm, FindForm, GainForm, RecallForm, browse_cursor
 from palace.gain import gain_summary
 from palace.memories import public_memory
@@ -59,7 +60,13 @@ def find(
         "recency_half_life_days": recency_half_life_days,
         "include_superseded": include_superseded,
     }
-    fields = FindForm({key: value for key, value in raw.items() if value is not None}).parsed()
+    try:
+        fields = FindForm({key: value for key, value in raw.items() if value is not None}).parsed()
+    except InvalidInput as exc:
+        if exc.errors.get("query") == ["is required"]:  # the agent wanted a listing
+            hint = ["is required; to list memories without one, use palace_browse"]
+            raise InvalidInput(exc.errors | {"query": hint}) from None
+        raise
     palace = get_palace()
     now = utc_now()
     memory_filter = MemoryFilter(
