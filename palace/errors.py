@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
+_OPERATOR_COMMAND = re.compile(r"`?(?:python )?manage\.py ([a-z_]+)[^`;,)]*`?")
+
 
 class PalaceError(Exception):
     """Base of every error the palace reports to a caller."""
@@ -10,8 +14,13 @@ class PalaceError(Exception):
     advice = ""  # what an agent should do next, when the message does not say
 
     def for_agent(self) -> str:
-        """The message an MCP tool returns: machine code first, then what happened and what to do."""
-        return f"[{self.code}] {self}" + (f" ({self.advice})" if self.advice else "")
+        """The message an MCP tool returns: machine code first, then what happened and what to do.
+
+        Commands meant for the operator (`python manage.py rebuild`) are named, not given as something
+        to run: the agent cannot run them and should tell the operator.
+        """
+        message = _OPERATOR_COMMAND.sub(r"the operator's \1 command", str(self))
+        return f"[{self.code}] {message}" + (f" ({self.advice})" if self.advice else "")
 
 
 class InvalidInput(PalaceError):
