@@ -93,8 +93,8 @@ def filter_properties(env: PalazzoEnvironment) -> Schema:
         "category": _enum("Only this category.", env.categories),
         "room": _tag("Only this room."),
         "hall": _enum("Only this hall.", env.halls),
-        "since": _timestamp("Timestamp at or after (RFC3339)."),
-        "until": _timestamp("Timestamp at or before (RFC3339)."),
+        "since": _timestamp("Timestamp at or after this."),
+        "until": _timestamp("Timestamp at or before this."),
         "include_superseded": _boolean("Also superseded memories (hidden by default)."),
     }
 
@@ -181,6 +181,7 @@ def supersede(env: PalazzoEnvironment) -> Schema:
     }
     properties.update(memory_properties(env))
     properties["text"] = _text("Corrected text; omit to keep the old one.")
+    properties["timestamp"] = _timestamp("When it happened; omit to keep the old one.")
     return _object(properties, ("supersedes", "reason"))
 
 

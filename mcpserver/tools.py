@@ -212,7 +212,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         description=(
             "Permanently delete what a filter matches (max 1000), only with the operator's explicit approval. "
             "First dry_run=true: matched_count, breakdowns, sample; then expected_count=matched_count deletes "
-            "(another count deletes nothing). Superseded memories match only with include_superseded."
+            "(another count deletes nothing)."
         ),
         input_schema=schemas.delete_by_filter,
         output_model=models.DeleteByFilterResult,
