@@ -26,12 +26,11 @@ from mcp_types import CallToolResult, ContentBlock, TextContent
 from pydantic import BaseModel, ConfigDict
 
 from mcpserver import models
+from mcpserver.schemas import PalazzoEnvironment
 from mcpserver.tools import TOOLS, ToolSpec
-from palace import auth, metrics
+from palace import __version__, auth, metrics
 from palace.errors import InvalidInput, PalaceError
 from palace.gain import record_usage, start_usage_writer
-from palazzo_site import __version__
-from palazzo_site.environment import PalazzoEnvironment
 
 logger = logging.getLogger(__name__)
 

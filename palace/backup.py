@@ -23,9 +23,9 @@ from django.conf import settings
 from django.core.management import call_command
 from django.db import connection, connections
 
+from palace import __version__
 from palace.errors import InvalidInput
 from palace.timefmt import format_rfc3339, utc_now
-from palazzo_site import __version__
 
 FORMAT = "palazzo-backup/1"
 MANIFEST = "manifest.json"

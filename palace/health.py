@@ -6,8 +6,8 @@ from typing import Any
 
 from django.db import connection
 
+from palace import __version__
 from palace.store.base import MemoryFilter
-from palazzo_site import __version__
 
 
 def _database() -> dict[str, Any]:

@@ -9,7 +9,8 @@ import numpy as np
 import numpy.typing as npt
 
 from palace.errors import EmbedderUnavailable, InvalidInput
-from palace.runtime import Palace
+from palace.handle import Palace
+from palace.points import embed_deferred
 from palace.store.base import StoredPoint
 from palace.store.keywords import DENSE_WEIGHT, KEYWORD_WEIGHT, RRF_K
 
@@ -88,7 +89,5 @@ def plan_search(palace: Palace, *, query: str, ranking: str = HYBRID) -> SearchP
             degraded_reason=f"the embedding backend is unavailable, so results come from keyword (BM25) "
             f"matching only: {exc}",
         )
-    from palace.services import embed_deferred
-
     embed_deferred(palace)
     return SearchPlan(dense_query=vector, keyword_query=query if ranking == HYBRID else None)

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import logging
-import threading
-import weakref
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -14,12 +12,15 @@ import numpy.typing as npt
 from django.db import transaction
 
 from palace import journal
+
+# The journal applier and point building live in their own modules (palace.runtime replays the journal
+# when it opens the palace, and find embeds deferred memories: neither may import the write API); the
+# write functions below keep the names they had here.
+from palace.applier import journal_and_apply as _journal_and_apply
 from palace.errors import (
     ConfirmationRequired,
-    EmbedderUnavailable,
     ExpectedCountMismatch,
     InvalidInput,
-    PalaceError,
 )
 from palace.forms import (
     MAX_BATCH_ITEMS,
@@ -31,20 +32,18 @@ from palace.forms import (
 )
 from palace.ids import reserve_existing_ids
 from palace.journal import preview
-from palace.memories import public_memory, stored_payload, text_hash
+from palace.locks import write_lock as _write_lock
+from palace.memories import public_memory, text_hash
 from palace.models import JournalEntry
+from palace.points import build_points as _points
+from palace.points import embed_or_defer as _embed_or_defer
 from palace.runtime import Palace, get_palace
-from palace.store.base import NEEDS_EMBEDDING, NEEDS_EMBEDDING_PENDING, MemoryFilter, PointWrite, VectorStore
-from palace.timefmt import format_rfc3339, parse_rfc3339, utc_now
+from palace.store.base import MemoryFilter
+from palace.timefmt import format_rfc3339, utc_now
 
 logger = logging.getLogger(__name__)
 
 SCHEMA_KEYS = ("text", "category", "wing", "room", "hall", "session", "source_file")
-# Serialises the check-then-write of every mutation in this process, so two concurrent stores of
-# one text cannot both pass the duplicate check (the embedded store has one writer process anyway).
-_write_lock = threading.RLock()
-# Stores known to hold no memory waiting for its dense vector, so find need not look again.
-_fully_embedded: weakref.WeakSet[VectorStore] = weakref.WeakSet()
 
 
 def _memory_record(fields: dict[str, Any], *, memory_id: int, timestamp: str, added_by: str) -> dict[str, Any]:
@@ -52,72 +51,6 @@ def _memory_record(fields: dict[str, Any], *, memory_id: int, timestamp: str, ad
     record["text"] = fields["text"]
     record.update(id=memory_id, timestamp=timestamp, added_by=added_by or None)
     return record
-
-
-def keyword_text(text: str, timestamp: str | None) -> str:
-    """What BM25 indexes: the text, then the memory's date in words, so "on 3 June 2023" finds that day's memories."""
-    if timestamp is None:
-        return text
-    try:
-        moment = parse_rfc3339(timestamp)
-    except ValueError:
-        return text
-    return f"{text}\n{moment.day} {moment:%B} {moment.year}"
-
-
-def _points(records: Sequence[dict[str, Any]], vectors: Sequence[npt.NDArray[np.float32]]) -> list[PointWrite]:
-    points = []
-    for record, vector in zip(records, vectors):
-        payload = stored_payload(record)
-        if not vector.size:
-            payload[NEEDS_EMBEDDING] = NEEDS_EMBEDDING_PENDING
-        words = keyword_text(record["text"], record.get("timestamp"))
-        points.append(PointWrite(id=record["id"], chunk_vectors=vector, payload=payload, keyword_text=words))
-    return points
-
-
-def _embed_or_defer(palace: Palace, texts: Sequence[str]) -> list[npt.NDArray[np.float32]]:
-    """Chunk vectors per text; empty ones (dense vector pending) when the embedder is unavailable."""
-    try:
-        vectors = palace.embedder.documents(texts)
-    except EmbedderUnavailable as exc:
-        logger.warning("storing %d memories keyword-searchable only, to embed later: %s", len(texts), exc)
-        _fully_embedded.discard(palace.store)
-        return [np.zeros((0, 0), dtype=np.float32) for _ in texts]
-    embed_deferred(palace)
-    return vectors
-
-
-def embed_deferred(palace: Palace, *, batch_size: int = 64) -> int:
-    """Give memories stored while the embedder was down their dense vectors; returns how many."""
-    if palace.store in _fully_embedded:
-        return 0
-    done = 0
-    with _write_lock:
-        pending = list(palace.store.scroll(memory_filter=MemoryFilter(needs_embedding=True)))
-        for start in range(0, len(pending), batch_size):
-            chunk = pending[start : start + batch_size]
-            try:
-                vectors = palace.embedder.documents([point.payload.get("text", "") for point in chunk])
-            except EmbedderUnavailable as exc:
-                logger.warning("embedding of %d deferred memories postponed: %s", len(pending) - done, exc)
-                return done
-            palace.store.upsert(
-                [
-                    PointWrite(
-                        id=point.id,
-                        chunk_vectors=vector,
-                        payload={key: value for key, value in point.payload.items() if key != NEEDS_EMBEDDING},
-                        keyword_text=keyword_text(point.payload.get("text", ""), point.payload.get("timestamp")),
-                    )
-                    for point, vector in zip(chunk, vectors)
-                ]
-            )
-            done += len(chunk)
-        _fully_embedded.add(palace.store)
-    if done:
-        logger.info("embedded %d memories stored while the embedder was down", done)
-    return done
 
 
 def _existing_duplicates(palace: Palace, texts: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -137,52 +70,6 @@ def _existing_duplicates(palace: Palace, texts: Sequence[str]) -> dict[str, dict
         if text not in found:
             found[text] = public_memory(point.id, point.payload, score=1.0)
     return found
-
-
-def _apply(palace: Palace, entry: JournalEntry, vectors: Sequence[npt.NDArray[np.float32]] | None = None) -> None:
-    """Carry out a journaled mutation on the store; safe to repeat."""
-    payload = entry.payload
-    operation = entry.operation
-    if operation in (JournalEntry.Operation.STORE, JournalEntry.Operation.SUPERSEDE):
-        records = payload["memories"]
-        if vectors is None:
-            vectors = _embed_or_defer(palace, [record["text"] for record in records])
-        palace.store.upsert(_points(records, vectors))
-        if operation == JournalEntry.Operation.SUPERSEDE:
-            new_id = records[0]["id"]
-            palace.store.set_payload(
-                payload["supersedes"],
-                {
-                    "valid_until": payload["valid_until"],
-                    "superseded_by": new_id,
-                    "superseded_reason": payload["reason"],
-                },
-            )
-    elif operation in (JournalEntry.Operation.DELETE, JournalEntry.Operation.DELETE_BY_FILTER):
-        palace.store.delete(payload["ids"])
-    else:  # pragma: no cover - the choices above are exhaustive
-        raise PalaceError(f"unknown journal operation {operation}")
-
-
-def _journal_and_apply(
-    palace: Palace, entry: JournalEntry, vectors: Sequence[npt.NDArray[np.float32]] | None = None
-) -> None:
-    with _write_lock:
-        try:
-            _apply(palace, entry, vectors)
-        except Exception as exc:
-            journal.mark_failed(entry, str(exc))
-            raise
-        journal.mark_applied(entry)
-
-
-def replay_pending(palace: Palace) -> int:
-    """Re-apply journal entries the store never confirmed (after a crash); returns how many."""
-    entries = journal.pending()
-    for entry in entries:
-        logger.info("re-applying journal entry %s (%s)", entry.pk, entry.operation)
-        _journal_and_apply(palace, entry)
-    return len(entries)
 
 
 def store(

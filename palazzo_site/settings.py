@@ -44,10 +44,11 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "palace",
+    "palazzo_site",
 ]
 
 MIDDLEWARE = [
-    "palace.http.HostGuardMiddleware",
+    "palazzo_site.http.HostGuardMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Serves the admin's static files under gunicorn without a separate web server.
     "whitenoise.middleware.WhiteNoiseMiddleware",

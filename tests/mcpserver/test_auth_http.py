@@ -184,7 +184,7 @@ def test_it_refuses_to_start_off_loopback_without_a_token(tmp_path: Path) -> Non
     assert "off loopback" in refused.stderr and "PALAZZO_ALLOW_INSECURE" in refused.stderr
     # Started without `serve` (gunicorn on its own, as under systemd), the ASGI lifespan refuses too.
     gunicorn = subprocess.run(
-        [sys.executable, "-m", "gunicorn", "-c", "python:mcpserver.gunicorn_conf", "palazzo_site.asgi:application"],
+        [sys.executable, "-m", "gunicorn", "-c", "python:palazzo_site.gunicorn_conf", "palazzo_site.asgi:application"],
         cwd=ROOT,
         env=server_env(data_dir, PALAZZO_BIND=f"0.0.0.0:{port}"),
         capture_output=True,

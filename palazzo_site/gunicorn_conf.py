@@ -1,6 +1,6 @@
 """gunicorn settings for palazzo (`python manage.py serve` uses them; so can a hand-run gunicorn).
 
-`gunicorn -c python:mcpserver.gunicorn_conf palazzo_site.asgi:application`
+`gunicorn -c python:palazzo_site.gunicorn_conf palazzo_site.asgi:application`
 """
 
 from __future__ import annotations
