@@ -12,7 +12,7 @@ from palace.errors import EmbedderUnavailable, InvalidInput
 from palace.handle import Palace
 from palace.points import embed_deferred
 from palace.store.base import StoredPoint
-from palace.store.keywords import DENSE_WEIGHT, KEYWORD_WEIGHT, RRF_K
+from palace.store.query import Fusion
 
 logger = logging.getLogger(__name__)
 
@@ -25,9 +25,11 @@ RANKINGS = (HYBRID, DENSE, KEYWORD)
 # best other candidate of its session. One weight for every palace, chosen on the LoCoMo
 # development split where 0.3 to 0.7 all helped every conversation (README, "Retrieval quality").
 SESSION_WEIGHT = 0.5
+# How find fuses its legs (RRF k and weights: see palace.store.query).
+FUSION = Fusion()
 # The best fused score a point can get: first (0-based rank 0) in both legs, with a session-mate
 # as strong.
-BEST_FUSED_SCORE = (1 + SESSION_WEIGHT) * (DENSE_WEIGHT + KEYWORD_WEIGHT) / RRF_K
+BEST_FUSED_SCORE = (1 + SESSION_WEIGHT) * FUSION.best_score
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from palace.gain import gain_summary
 from palace.memories import public_memory
 from palace.runtime import get_palace
 from palace.store.base import MemoryFilter
-from palace.store.keywords import prefetch_depth
+from palace.store.query import SearchQuery, prefetch_depth
 from palace.timefmt import parse_rfc3339, utc_now
 
 DUPLICATE_THRESHOLD = 0.95
@@ -74,10 +74,20 @@ def find(
     fetch = min(limit_value * RECENCY_FETCH_FACTOR, RECENCY_FETCH_CAP) if half_life > 0 else limit_value
     fetch = max(fetch, limit_value)
     plan = retrieval.plan_search(palace, query=fields["query"], ranking=ranking)
-    if plan.fused:  # session context needs the session-mates of the hits among the candidates
-        fetch = max(fetch, prefetch_depth(limit_value))
+    # Each leg hands the fusion prefetch_depth(limit) candidates, decided here once; session context
+    # needs the session-mates of the hits among them, so a fused search returns all of them.
+    depth = prefetch_depth(limit_value)
+    if plan.fused:
+        fetch = max(fetch, depth)
     hits = palace.store.search(
-        dense_query=plan.dense_query, keyword_query=plan.keyword_query, memory_filter=memory_filter, limit=fetch
+        SearchQuery(
+            dense_query=plan.dense_query,
+            keyword_query=plan.keyword_query,
+            memory_filter=memory_filter,
+            limit=fetch,
+            depth=depth,
+            fusion=retrieval.FUSION,
+        )
     )
     hits = plan.rerank(hits)
     results = []
@@ -114,10 +124,9 @@ def check_duplicate(*, text: Any) -> dict[str, Any]:
     palace = get_palace()
     vector = palace.embedder.documents([fields["text"]])[0][0]
     hits = palace.store.search(
-        dense_query=vector,
-        keyword_query=None,
-        memory_filter=MemoryFilter(include_superseded=False, current_at=utc_now()),
-        limit=1,
+        SearchQuery(
+            dense_query=vector, memory_filter=MemoryFilter(include_superseded=False, current_at=utc_now()), limit=1
+        )
     )
     closest = public_memory(hits[0].id, hits[0].payload, score=hits[0].score) if hits else None
     score = hits[0].score if hits else None

@@ -12,21 +12,15 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
 import qdrant_edge as qe
 
-from palace.errors import ModelMismatch, ReadOnlyPalace, StoreLocked, StoreUnavailable
+from palace.errors import ReadOnlyPalace, StoreLocked, StoreUnavailable
 from palace.store.base import (
-    DATETIME_INDEXES,
     DENSE,
-    KEYWORD_INDEXES,
-    NEEDS_EMBEDDING,
-    NEEDS_EMBEDDING_PENDING,
+    PAYLOAD_INDEXES,
     SPARSE,
     CollectionIdentity,
     IndexState,
@@ -34,7 +28,22 @@ from palace.store.base import (
     PointWrite,
     StoredPoint,
 )
-from palace.store.keywords import DENSE_WEIGHT, KEYWORD_WEIGHT, RRF_K, keyword_model, prefetch_depth
+from palace.store.keywords import document_vectors, search_legs
+from palace.store.query import (
+    AnyOf,
+    Condition,
+    HasId,
+    IsEmpty,
+    IsNull,
+    Leg,
+    Match,
+    MatchAny,
+    SearchQuery,
+    SparseVector,
+    TimeRange,
+    filter_conditions,
+    rfc3339,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -52,45 +61,44 @@ INDEX_STATE_FILE = "palazzo-index.json"
 INDEXER_NICENESS = 10
 
 
-def _rfc3339(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def _edge_condition(condition: Condition) -> Any:
+    """One node of the store-neutral filter tree as an Edge condition."""
+    match condition:
+        case Match(key, value):
+            return qe.FieldCondition(key, match=qe.MatchValue(value))
+        case MatchAny(key, values):
+            return qe.FieldCondition(key, match=qe.MatchAny(list(values)))
+        case HasId(ids):
+            return qe.HasIdCondition(set(ids))
+        case TimeRange(key, gte, lte, gt):
+            bounds = {name: rfc3339(moment) for name, moment in (("gte", gte), ("lte", lte), ("gt", gt)) if moment}
+            return qe.FieldCondition(key, range=qe.RangeDateTime(**bounds))
+        case IsNull(key):
+            return qe.IsNullCondition(key)
+        case IsEmpty(key):
+            return qe.IsEmptyCondition(key)
+        case AnyOf(conditions):
+            return qe.Filter(should=[_edge_condition(inner) for inner in conditions])
+    raise TypeError(f"unknown filter condition {condition!r}")  # pragma: no cover - the union is exhaustive
 
 
 def edge_filter(memory_filter: MemoryFilter) -> qe.Filter | None:
-    """Translate a MemoryFilter into an Edge filter."""
-    must: list[Any] = []
-    for key in ("wing", "category", "room", "hall", "session"):
-        value = getattr(memory_filter, key)
-        if value is not None:
-            must.append(qe.FieldCondition(key, match=qe.MatchValue(value)))
-    if memory_filter.since or memory_filter.until:
-        must.append(
-            qe.FieldCondition(
-                "timestamp",
-                range=qe.RangeDateTime(
-                    gte=_rfc3339(memory_filter.since) if memory_filter.since else None,
-                    lte=_rfc3339(memory_filter.until) if memory_filter.until else None,
-                ),
-            )
-        )
-    if memory_filter.text_hashes is not None:
-        must.append(qe.FieldCondition("text_hash", match=qe.MatchAny(list(memory_filter.text_hashes))))
-    if memory_filter.ids is not None:
-        must.append(qe.HasIdCondition(set(memory_filter.ids)))
-    if memory_filter.needs_embedding:
-        must.append(qe.FieldCondition(NEEDS_EMBEDDING, match=qe.MatchValue(NEEDS_EMBEDDING_PENDING)))
-    if not memory_filter.include_superseded:
-        now = memory_filter.current_at or datetime.now(UTC)
-        must.append(
-            qe.Filter(
-                should=[
-                    qe.IsNullCondition("valid_until"),
-                    qe.IsEmptyCondition("valid_until"),
-                    qe.FieldCondition("valid_until", range=qe.RangeDateTime(gt=_rfc3339(now))),
-                ]
-            )
-        )
+    """Translate a MemoryFilter (its meaning: store.query.filter_conditions) into an Edge filter."""
+    must = [_edge_condition(condition) for condition in filter_conditions(memory_filter)]
     return qe.Filter(must=must) if must else None
+
+
+def _edge_sparse(vector: SparseVector) -> qe.SparseVector:
+    return qe.SparseVector(indices=list(vector.indices), values=list(vector.values))
+
+
+def _edge_leg(leg: Leg) -> Any:
+    if leg.sparse is not None:
+        return qe.Query.Nearest(_edge_sparse(leg.sparse), using=leg.using)
+    return qe.Query.Nearest(leg.dense or [], using=leg.using)
+
+
+_INDEX_TYPES = {"keyword": qe.PayloadSchemaType.Keyword, "datetime": qe.PayloadSchemaType.Datetime}
 
 
 def shard_config(identity: CollectionIdentity) -> qe.EdgeConfig:
@@ -189,7 +197,6 @@ class EdgeStore:
         self._shard_lock = threading.Lock()
         self._shard: qe.EdgeShard | None = None
         self._identity: CollectionIdentity | None = None
-        self._keywords = keyword_model()
         self._index_after = index_after
         self._written_since_index = 0
         self._indexer: threading.Thread | None = None
@@ -226,17 +233,7 @@ class EdgeStore:
         """Open or create the shard, refusing one built by another embedding model."""
         identity_file = self._path / IDENTITY_FILE
         if identity_file.is_file():
-            recorded = json.loads(identity_file.read_text())
-            if (recorded.get("embedding_model"), recorded.get("embedding_dimension")) != (
-                identity.model_name,
-                identity.dimension,
-            ):
-                raise ModelMismatch(
-                    f"the palace at {self._path} was built with {recorded.get('embedding_model')} "
-                    f"({recorded.get('embedding_dimension')} dims) but the configured model is "
-                    f"{identity.model_name} ({identity.dimension} dims); set PALAZZO_EMBED_MODEL back, "
-                    "or move the palace to the new model with `python manage.py rebuild`"
-                )
+            identity.refuse_other(json.loads(identity_file.read_text()), where=f"at {self._path}")
         self._ensure_room("open")
         try:
             live = self._generations.live()
@@ -266,12 +263,9 @@ class EdgeStore:
             identity_file.write_text(json.dumps(identity.as_metadata()))
         self._identity = identity
         existing = self._shard.info().payload_schema
-        for key in KEYWORD_INDEXES:
+        for key, kind in PAYLOAD_INDEXES:
             if key not in existing:
-                self._shard.update(qe.UpdateOperation.create_field_index(key, qe.PayloadSchemaType.Keyword))
-        for key in DATETIME_INDEXES:
-            if key not in existing:
-                self._shard.update(qe.UpdateOperation.create_field_index(key, qe.PayloadSchemaType.Datetime))
+                self._shard.update(qe.UpdateOperation.create_field_index(key, _INDEX_TYPES[kind]))
         self._written_since_index = max(0, self._shard.info().points_count - self._indexed_points(live))
         self._index_if_due()
 
@@ -292,9 +286,10 @@ class EdgeStore:
         """Insert or replace points in one operation."""
         edge_points = []
         for point in points:
-            vectors: dict[str, Any] = {SPARSE: self._keywords.embed_document(point.keyword_text)}
-            if point.chunk_vectors.size:  # a point stored while the embedder was down has only its keywords
-                vectors[DENSE] = point.chunk_vectors.tolist()
+            sparse, dense = document_vectors(point)
+            vectors: dict[str, Any] = {SPARSE: _edge_sparse(sparse)}
+            if dense is not None:  # a point stored while the embedder was down has only its keywords
+                vectors[DENSE] = dense
             edge_points.append(qe.Point(point.id, vectors, point.payload))
         self._apply(qe.UpdateOperation.upsert_points(edge_points), len(edge_points))
 
@@ -323,34 +318,20 @@ class EdgeStore:
         by_id = {int(record.id): record for record in records}
         return [StoredPoint(id=i, payload=dict(by_id[i].payload or {})) for i in ids if i in by_id]
 
-    def search(
-        self,
-        *,
-        dense_query: npt.NDArray[np.float32] | None,
-        keyword_query: str | None,
-        memory_filter: MemoryFilter,
-        limit: int,
-    ) -> list[StoredPoint]:
-        """Rank by dense similarity, BM25, or both fused by RRF inside the shard."""
-        flt = edge_filter(memory_filter)
-        legs: list[Any] = []
-        if dense_query is not None:
-            legs.append(qe.Query.Nearest([dense_query.tolist()], using=DENSE))
-        if keyword_query:
-            sparse = self._keywords.embed_query(keyword_query)
-            if sparse.indices:
-                legs.append(qe.Query.Nearest(sparse, using=SPARSE))
+    def search(self, query: SearchQuery) -> list[StoredPoint]:
+        """Run a search: one leg alone, or both fused by RRF inside the shard."""
+        flt = edge_filter(query.memory_filter)
+        legs = [_edge_leg(leg) for leg in search_legs(query)]
         if not legs:
             return []
         if len(legs) == 1:
-            request = qe.QueryRequest(limit=limit, query=legs[0], filter=flt, with_payload=True)
+            request = qe.QueryRequest(limit=query.limit, query=legs[0], filter=flt, with_payload=True)
         else:
-            depth = prefetch_depth(limit)
             request = qe.QueryRequest(
-                limit=limit,
-                prefetches=[qe.Prefetch(limit=depth, query=leg, filter=flt) for leg in legs],
+                limit=query.limit,
+                prefetches=[qe.Prefetch(limit=query.leg_depth, query=leg, filter=flt) for leg in legs],
                 query=qe.Fusion.Rrf(  # type: ignore[arg-type]  # the stub omits Fusion's variants
-                    k=RRF_K, weights=[DENSE_WEIGHT, KEYWORD_WEIGHT]
+                    k=query.fusion.k, weights=list(query.fusion.weights)
                 ),
                 filter=flt,
                 with_payload=True,
