@@ -14,6 +14,7 @@ from qdrant_client.common.client_exceptions import QdrantException, ResourceExha
 from qdrant_client.http.exceptions import ApiException, ResponseHandlingException, UnexpectedResponse
 
 from palace.errors import ModelMismatch, StoreUnavailable
+from palace.store import query as neutral  # the store-neutral search this adapter translates
 from palace.store.base import (
     DENSE,
     PAYLOAD_INDEXES,
@@ -25,20 +26,6 @@ from palace.store.base import (
     StoredPoint,
 )
 from palace.store.keywords import document_vectors, search_legs
-from palace.store.query import (
-    AnyOf,
-    Condition,
-    HasId,
-    IsEmpty,
-    IsNull,
-    Leg,
-    Match,
-    MatchAny,
-    SearchQuery,
-    SparseVector,
-    TimeRange,
-    filter_conditions,
-)
 
 T = TypeVar("T")
 
@@ -46,37 +33,37 @@ FACET_LIMIT = 10_000
 _CLIENT_ERRORS = (ApiException, QdrantException, httpx.HTTPError, grpc.RpcError)
 
 
-def _server_condition(condition: Condition) -> models.Condition:
+def _server_condition(condition: neutral.Condition) -> models.Condition:
     """One node of the store-neutral filter tree as a qdrant-client condition."""
     match condition:
-        case Match(key, value):
+        case neutral.Match(key, value):
             return models.FieldCondition(key=key, match=models.MatchValue(value=value))
-        case MatchAny(key, values):
+        case neutral.MatchAny(key, values):
             return models.FieldCondition(key=key, match=models.MatchAny(any=list(values)))
-        case HasId(ids):
+        case neutral.HasId(ids):
             return models.HasIdCondition(has_id=list(ids))
-        case TimeRange(key, gte, lte, gt):
+        case neutral.TimeRange(key, gte, lte, gt):
             return models.FieldCondition(key=key, range=models.DatetimeRange(gte=gte, lte=lte, gt=gt))
-        case IsNull(key):
+        case neutral.IsNull(key):
             return models.IsNullCondition(is_null=models.PayloadField(key=key))
-        case IsEmpty(key):
+        case neutral.IsEmpty(key):
             return models.IsEmptyCondition(is_empty=models.PayloadField(key=key))
-        case AnyOf(conditions):
+        case neutral.AnyOf(conditions):
             return models.Filter(should=[_server_condition(inner) for inner in conditions])
     raise TypeError(f"unknown filter condition {condition!r}")  # pragma: no cover - the union is exhaustive
 
 
 def server_filter(memory_filter: MemoryFilter) -> models.Filter | None:
     """Translate a MemoryFilter (its meaning: store.query.filter_conditions) into a qdrant-client filter."""
-    must = [_server_condition(condition) for condition in filter_conditions(memory_filter)]
+    must = [_server_condition(condition) for condition in neutral.filter_conditions(memory_filter)]
     return models.Filter(must=must) if must else None
 
 
-def _sparse(vector: SparseVector) -> models.SparseVector:
+def _sparse(vector: neutral.SparseVector) -> models.SparseVector:
     return models.SparseVector(indices=list(vector.indices), values=list(vector.values))
 
 
-def _server_leg(leg: Leg) -> tuple[Any, str]:
+def _server_leg(leg: neutral.Leg) -> tuple[Any, str]:
     return (_sparse(leg.sparse) if leg.sparse is not None else leg.dense), leg.using
 
 
@@ -267,7 +254,7 @@ class ServerStore:
         by_id = {int(record.id): record for record in records}
         return [StoredPoint(id=i, payload=dict(by_id[i].payload or {})) for i in ids if i in by_id]
 
-    def search(self, query: SearchQuery) -> list[StoredPoint]:
+    def search(self, query: neutral.SearchQuery) -> list[StoredPoint]:
         """Run a search: one leg alone, or both fused by RRF inside Qdrant."""
         flt = server_filter(query.memory_filter)
         legs = [_server_leg(leg) for leg in search_legs(query)]

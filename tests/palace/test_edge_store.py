@@ -12,8 +12,9 @@ import numpy as np
 import qdrant_edge as qe
 
 from palace.store.base import CollectionIdentity, IndexState, MemoryFilter, PointWrite
-from palace.store.edge import EdgeStore, shard_config
+from palace.store.edge import EdgeStore
 from palace.store.query import SearchQuery
+from palace.store.shard import shard_config
 
 IDENTITY = CollectionIdentity(model_name="test-model", dimension=384)
 # Enough vectors (1.5 KB each) to pass the shard's indexing threshold, so a build makes real graphs.
