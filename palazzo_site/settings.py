@@ -43,6 +43,8 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    # Its templates and static files: /api/docs serves Swagger UI from here instead of a CDN (works offline).
+    "ninja",
     "palace",
     "palazzo_site",
 ]
