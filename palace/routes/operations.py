@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Literal
 
 from django.http import HttpRequest, HttpResponse
-from ninja import Router
+from ninja import Field, Router, Schema
 from prometheus_client import generate_latest
 
 from palace import health, metrics, selectors
@@ -15,6 +15,43 @@ from palace.models import JournalEntry
 logger = logging.getLogger(__name__)
 
 router = Router(tags=["operations"])
+
+
+class PartHealth(Schema):
+    """The state of one part the server depends on."""
+
+    status: Literal["ok", "error", "unknown"]
+    error: str | None = Field(None, description="Why the part is not ok (at most 300 characters).")
+
+
+class DatabaseHealth(PartHealth):
+    """The database: SQLite in the data dir, or PostgreSQL."""
+
+    engine: str | None = Field(None, description="Django's vendor name: sqlite or postgresql.")
+
+
+class StoreHealth(PartHealth):
+    """The vector store: the embedded shard, or a Qdrant server."""
+
+    kind: str | None = Field(None, description="EdgeStore or ServerStore.")
+    memories: int | None = Field(None, description="Memories in the palace, superseded ones included.")
+
+
+class EmbedderHealth(PartHealth):
+    """The embedding model."""
+
+    model: str | None = None
+    dimension: int | None = None
+
+
+class HealthReport(Schema):
+    """/healthz: each part's state, and ok overall only when every part is."""
+
+    status: Literal["ok", "degraded"]
+    version: str
+    database: DatabaseHealth
+    store: StoreHealth
+    embedder: EmbedderHealth
 
 
 def render_metrics() -> bytes:
@@ -33,7 +70,7 @@ def render_metrics() -> bytes:
     return generate_latest()
 
 
-@router.get("/healthz", response={200: dict[str, Any], 503: dict[str, Any]})
+@router.get("/healthz", response={200: HealthReport, 503: HealthReport}, exclude_none=True)
 def healthz(request: HttpRequest) -> tuple[int, dict[str, Any]]:
     """Status of the database, the store and the embedder, and the version; 503 when a part is down."""
     report = health.health()

@@ -92,6 +92,10 @@ def test_it_answers_healthz_without_a_token(secured: Secured) -> None:
     assert body["status"] == "ok"
     assert body["version"]
     assert body["database"]["status"] == body["store"]["status"] == body["embedder"]["status"] == "ok"
+    # The HealthReport schema shapes the body without adding the fields a healthy part has not got.
+    assert set(body["database"]) == {"status", "engine"} and set(body["store"]) == {"status", "kind", "memories"}
+    assert body["store"]["kind"] == "EdgeStore" and isinstance(body["store"]["memories"], int)
+    assert set(body["embedder"]) == {"status", "model", "dimension"}
 
 
 @pytest.mark.parametrize("path", ["/mcp", "/ingest", "/export", "/metrics"])
