@@ -29,6 +29,25 @@ def _age_days(timestamp: Any, now: datetime) -> float:
         return 0.0
 
 
+def find_query(plan: retrieval.SearchPlan, *, memory_filter: MemoryFilter, limit: int, half_life: float) -> SearchQuery:
+    """The store search behind find: its legs, the depth each hands the fusion (once) and how many come back."""
+    fetch = min(limit * RECENCY_FETCH_FACTOR, RECENCY_FETCH_CAP) if half_life > 0 else limit
+    fetch = max(fetch, limit)
+    # Each leg hands the fusion prefetch_depth(limit) candidates, decided here once; session context
+    # needs the session-mates of the hits among them, so a fused search returns all of them.
+    depth = prefetch_depth(limit)
+    if plan.fused:
+        fetch = max(fetch, depth)
+    return SearchQuery(
+        dense_query=plan.dense_query,
+        keyword_query=plan.keyword_query,
+        memory_filter=memory_filter,
+        limit=fetch,
+        depth=depth,
+        fusion=retrieval.FUSION,
+    )
+
+
 def find(
     *,
     query: Any,
@@ -71,24 +90,8 @@ def find(
     )
     limit_value: int = fields["limit"]
     half_life: float = fields["recency_half_life_days"] or 0.0
-    fetch = min(limit_value * RECENCY_FETCH_FACTOR, RECENCY_FETCH_CAP) if half_life > 0 else limit_value
-    fetch = max(fetch, limit_value)
     plan = retrieval.plan_search(palace, query=fields["query"], ranking=ranking)
-    # Each leg hands the fusion prefetch_depth(limit) candidates, decided here once; session context
-    # needs the session-mates of the hits among them, so a fused search returns all of them.
-    depth = prefetch_depth(limit_value)
-    if plan.fused:
-        fetch = max(fetch, depth)
-    hits = palace.store.search(
-        SearchQuery(
-            dense_query=plan.dense_query,
-            keyword_query=plan.keyword_query,
-            memory_filter=memory_filter,
-            limit=fetch,
-            depth=depth,
-            fusion=retrieval.FUSION,
-        )
-    )
+    hits = palace.store.search(find_query(plan, memory_filter=memory_filter, limit=limit_value, half_life=half_life))
     hits = plan.rerank(hits)
     results = []
     for hit in hits:
