@@ -444,6 +444,10 @@ class EdgeStore:
             return ""
         live = self._generations.live()
         target = self._path.with_name(f"{self._path.name}.before-rebuild-{int(time.time())}")
+        suffix = 1
+        while target.exists():  # two rebuilds within one second keep both old shards
+            target = self._path.with_name(f"{self._path.name}.before-rebuild-{int(time.time())}-{suffix}")
+            suffix += 1
         live.rename(target)
         self._path.unlink()
         self._generations.remove_stale(target)

@@ -9,10 +9,12 @@ import time
 from pathlib import Path
 
 import pytest
+from anyio.from_thread import start_blocking_portal
+from mcp import Client
 from mcp_types import Implementation
 
 from palace.backup import FORMAT, MANIFEST, SQLITE_FILE
-from tests.mcpserver.conftest import connect, stdio_parameters
+from tests.mcpserver.conftest import Palazzo, connect, stdio_parameters
 from tests.palace.helpers import memory
 from tests.trust.conftest import killable_server, manage
 
@@ -24,12 +26,15 @@ IMPOSTOR = Implementation(name="token:laptop", version="")
 
 def test_it_serves_store_find_status_and_gain_over_stdio_on_a_never_migrated_data_dir(tmp_path: Path) -> None:
     data_dir = tmp_path / "never-migrated"
-    with connect(stdio_parameters(data_dir), "stdio", client_info=IMPOSTOR) as client:
-        stored = client.ok("palace_store", memory("a first memory in a brand-new data dir"))
-        found = client.ok("palace_find", {"query": "brand-new data dir"})
-        status = client.ok("palace_status")
-        gain = client.ok("palace_gain")
-        duplicate = client.ok("palace_check_duplicate", {"text": "a first memory in a brand-new data dir"})
+    with start_blocking_portal() as portal:
+        sdk_client = Client(stdio_parameters(data_dir), mode="legacy", client_info=IMPOSTOR, read_timeout_seconds=120)
+        with portal.wrap_async_context_manager(sdk_client):
+            client = Palazzo(portal, sdk_client, "stdio")
+            stored = client.ok("palace_store", memory("a first memory in a brand-new data dir"))
+            found = client.ok("palace_find", {"query": "brand-new data dir"})
+            status = client.ok("palace_status")
+            gain = client.ok("palace_gain")
+            duplicate = client.ok("palace_check_duplicate", {"text": "a first memory in a brand-new data dir"})
 
     assert [hit["id"] for hit in found["results"]] == [stored["id"]]
     assert status["total"] == 1 and status["journal"] == {"pending": 0, "failed": 0, "latest_failed": []}
