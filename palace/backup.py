@@ -181,6 +181,13 @@ def restore_backup(*, source: Path) -> dict[str, Any]:
     if not _database_is_empty():
         raise InvalidInput.single("database", "is not empty: restore only into a fresh data dir / empty database")
     shard = settings.PALAZZO.data_dir / "shards" / settings.PALAZZO.collection
+    if not settings.PALAZZO.qdrant_url:
+        from palace import runtime
+
+        held_exclusively = getattr(runtime.build_store(), "held_exclusively", None)
+        if held_exclusively is not None:
+            with held_exclusively():  # a running server on this data dir: refused as ingest refuses it
+                pass
     if not settings.PALAZZO.qdrant_url and shard.exists() and any(shard.iterdir()):
         raise InvalidInput.single("data_dir", f"{shard} already holds a store: restore only into a fresh data dir")
     connections.close_all()

@@ -6,15 +6,17 @@ import json
 import os
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from anyio.from_thread import start_blocking_portal
 from mcp import Client
 from mcp_types import Implementation
 
 from palace.backup import FORMAT, MANIFEST, SQLITE_FILE
-from tests.mcpserver.conftest import Palazzo, connect, stdio_parameters
+from tests.mcpserver.conftest import Palazzo, connect, http_server, stdio_parameters
 from tests.palace.helpers import memory
 from tests.trust.conftest import killable_server, manage
 
@@ -138,3 +140,53 @@ def test_it_refuses_malformed_backups_without_a_traceback(tmp_path: Path) -> Non
         assert result.returncode == 1, (backup.name, result.stdout, result.stderr)
         assert "Traceback" not in result.stderr, (backup.name, result.stderr)
         assert str(backup) in result.stderr, (backup.name, result.stderr)
+
+
+NDJSON = {"Content-Type": "application/x-ndjson"}
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A `manage.py serve` on a data dir nobody migrated (serve migrates it)."""
+    with http_server(tmp_path_factory.mktemp("served") / "data") as base_url:
+        yield base_url
+
+
+def post_ingest(base_url: str, lines: list[str]) -> httpx.Response:
+    return httpx.post(f"{base_url}/ingest", content="\n".join(lines) + "\n", headers=NDJSON, timeout=120)
+
+
+def test_it_answers_a_deeply_nested_first_ingest_line_with_400(served: str) -> None:
+    response = post_ingest(served, ["[" * 100_000 + "]" * 100_000])
+    assert response.status_code == 400 and "nested too deeply" in response.text
+
+
+def test_it_keeps_the_chunk_of_a_deeply_nested_later_line(served: str) -> None:
+    response = post_ingest(
+        served,
+        [
+            json.dumps(memory("before a deep line")),
+            "[" * 100_000 + "]" * 100_000,
+            json.dumps(memory("after a deep line")),
+        ],
+    )
+    lines = [json.loads(line) for line in response.text.splitlines()]
+    assert lines[-1]["done"] is True and lines[-1]["counts"]["stored"] == 2 and lines[-1]["counts"]["failed"] == 1
+
+
+def test_it_stamps_http_restores_with_the_writer_not_the_lines_added_by(served: str) -> None:
+    forged = memory("a restore line claiming a token's stamp", id=1_700_000_000_500, added_by="token:admin")
+    response = post_ingest(served, [json.dumps(forged)])
+    assert json.loads(response.text.splitlines()[-1])["counts"]["stored"] == 1
+    exported = [json.loads(line) for line in httpx.get(f"{served}/export", timeout=60).text.splitlines()]
+    assert [m["added_by"] for m in exported if m["id"] == 1_700_000_000_500] == ["http-ingest"]
+
+
+def test_it_refuses_a_host_whose_port_is_not_a_number(served: str) -> None:
+    response = httpx.get(f"{served}/healthz", headers={"Host": "localhost:evil.example"}, timeout=30)
+    assert response.status_code == 421
+
+
+def test_it_reports_journal_counts_on_healthz(served: str) -> None:
+    health = httpx.get(f"{served}/healthz", timeout=30).json()
+    assert health["journal"] == {"status": "ok", "pending": 0, "failed": 0}
