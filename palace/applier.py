@@ -9,7 +9,7 @@ import numpy as np
 import numpy.typing as npt
 
 from palace import journal
-from palace.errors import PalaceError
+from palace.errors import PalaceError, ReadOnlyPalace, StoreLocked, StoreUnavailable
 from palace.handle import Palace
 from palace.locks import write_lock
 from palace.models import JournalEntry
@@ -57,9 +57,26 @@ def journal_and_apply(
 
 
 def replay_pending(palace: Palace) -> int:
-    """Re-apply journal entries the store never confirmed (after a crash); returns how many."""
-    entries = journal.pending()
-    for entry in entries:
+    """Re-apply journal entries the store never confirmed (after a crash); returns how many.
+
+    An entry that cannot be applied is marked failed with the reason and the palace opens anyway (status,
+    verify and /healthz report it); only a store that cannot be reached stops the opening, leaving the
+    entries pending for the next one.
+    """
+    replayed = 0
+    for entry in journal.pending():
         logger.info("re-applying journal entry %s (%s)", entry.pk, entry.operation)
-        journal_and_apply(palace, entry)
-    return len(entries)
+        with write_lock:
+            try:
+                apply_entry(palace, entry)
+            except (StoreUnavailable, StoreLocked, ReadOnlyPalace):
+                raise
+            except Exception as exc:
+                logger.error(
+                    "journal entry %s cannot be applied, marked failed: %s: %s", entry.pk, type(exc).__name__, exc
+                )
+                journal.mark_failed(entry, f"could not be applied when the palace opened: {type(exc).__name__}: {exc}")
+                continue
+            journal.mark_applied(entry)
+            replayed += 1
+    return replayed

@@ -84,9 +84,15 @@ def get_palace() -> Palace:
         if _palace is not None:
             return _palace
         store = build_store()
-        store.ensure_collection(CollectionIdentity(model_name=embedder.model_name, dimension=embedder.dimension))
         palace = Palace(store=store, embedder=embedder, collection=settings.PALAZZO.collection)
-        replayed = replay_pending(palace)
+        try:
+            store.ensure_collection(CollectionIdentity(model_name=embedder.model_name, dimension=embedder.dimension))
+            replayed = replay_pending(palace)
+        except BaseException:
+            # Release the shard: a failed opening must not leave this process holding its lock, or
+            # every later attempt here would be refused as "already open" by this very process.
+            store.close()
+            raise
         if replayed:
             logger.info("re-applied %d pending journal entries", replayed)
         _palace = palace

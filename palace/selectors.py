@@ -155,7 +155,15 @@ def status() -> dict[str, Any]:
         "halls": palace.store.facet(key="hall", memory_filter=everything),
         "categories": palace.store.facet(key="category", memory_filter=everything),
         "search_index": dataclasses.asdict(palace.store.index_state()),
+        "journal": journal_state(),
     }
+
+
+def journal_state() -> dict[str, Any]:
+    """Pending and failed journal entries, with the newest failures' reasons."""
+    from palace import journal
+
+    return journal.state()
 
 
 def taxonomy() -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections import Counter
 from collections.abc import Sequence
@@ -29,6 +30,8 @@ from palace.forms import (
     DeleteForm,
     MemoryForm,
     SupersedeForm,
+    strict_boolean,
+    writer_stamp,
 )
 from palace.ids import reserve_existing_ids
 from palace.journal import preview
@@ -49,7 +52,7 @@ SCHEMA_KEYS = ("text", "category", "wing", "room", "hall", "session", "source_fi
 def _memory_record(fields: dict[str, Any], *, memory_id: int, timestamp: str, added_by: str) -> dict[str, Any]:
     record = {key: fields.get(key) or None for key in SCHEMA_KEYS}
     record["text"] = fields["text"]
-    record.update(id=memory_id, timestamp=timestamp, added_by=added_by or None)
+    record.update(id=memory_id, timestamp=timestamp, added_by=writer_stamp(added_by) or None)
     return record
 
 
@@ -108,6 +111,7 @@ def store_batch(
     *, items: Any, skip_duplicates: bool = False, added_by: str = "", _single: bool = False
 ) -> dict[str, Any]:
     """Store 1-256 memories with one embedding pass and one upsert; per-item outcomes and counts."""
+    skip_duplicates = strict_boolean("skip_duplicates", skip_duplicates)
     if not isinstance(items, list):
         raise InvalidInput.single("items", "must be a list of memory objects")
     if not items:
@@ -227,11 +231,19 @@ def restore_records(
     """
     palace = get_palace()
     with _write_lock:
-        existing = {point.id: point for point in palace.store.retrieve([record["id"] for record in records])}
+        wanted = {record["id"] for record in records} | {
+            record["superseded_by"] for record in records if record.get("superseded_by") is not None
+        }
+        existing = {point.id: point for point in palace.store.retrieve(sorted(wanted))}
+        deleted = _deleted_ids()
         outcomes: list[dict[str, Any]] = []
         fresh: dict[int, dict[str, Any]] = {}
         for index, record in enumerate(records):
             memory_id = record["id"]
+            problem = _restore_problem(record, records=records, held=existing, deleted=deleted)
+            if problem is not None:
+                outcomes.append({"index": index, "status": "failed", "error": problem})
+                continue
             if memory_id in existing:
                 memory = public_memory(memory_id, existing[memory_id].payload)
             elif memory_id in fresh:
@@ -257,6 +269,45 @@ def restore_records(
                 )
             _journal_and_apply(palace, entry, vectors)
     return outcomes
+
+
+def _deleted_ids() -> set[int]:
+    """Ids of memories the journal deleted: never given to another memory, so a restore may not take them."""
+    rows = (
+        JournalEntry.objects.filter(
+            operation__in=(JournalEntry.Operation.DELETE, JournalEntry.Operation.DELETE_BY_FILTER)
+        )
+        .exclude(status=JournalEntry.Status.FAILED)
+        .values_list("memory_ids", flat=True)
+    )
+    return {int(memory_id) for ids in rows for memory_id in ids or ()}
+
+
+def _restore_problem(
+    record: dict[str, Any], *, records: list[dict[str, Any]], held: dict[int, Any], deleted: set[int]
+) -> str | None:
+    """Why a restore record cannot be stored (id of a deleted memory, a supersede link that cannot hold), or None.
+
+    A successor is always newer, so its id is larger: superseded_by must be above the record's id and
+    supersedes below it, which rules out cycles. superseded_by must name a memory the palace holds, one
+    of the same chunk, or one past every id of the chunk (a later chunk of an id-ordered export).
+    """
+    memory_id = record["id"]
+    if memory_id in deleted and memory_id not in held:
+        return f"id: {memory_id} belonged to a memory that was deleted; ids are never reused"
+    successor = record.get("superseded_by")
+    if successor is not None:
+        chunk_ids = {other["id"] for other in records}
+        if successor <= memory_id:
+            return f"superseded_by: {successor} must be newer (larger) than the memory's own id {memory_id}"
+        if successor in deleted and successor not in held:
+            return f"superseded_by: {successor} names a deleted memory"
+        if successor not in held and successor not in chunk_ids and successor < max(chunk_ids):
+            return f"superseded_by: {successor} names no memory of the palace or of this input"
+    for older in record.get("supersedes") or ():
+        if older >= memory_id:
+            return f"supersedes: {older} must be older (smaller) than the memory's own id {memory_id}"
+    return None
 
 
 def supersede(
@@ -469,7 +520,10 @@ def rebuild(*, batch_size: int = 256) -> dict[str, Any]:
 
     runtime.close_palace()
     store = runtime.build_store()
-    moved_to = store.discard()
+    # The embedded shard is moved aside only while no server holds it (its writes would vanish).
+    held_exclusively = getattr(store, "held_exclusively", None)
+    with held_exclusively() if held_exclusively is not None else contextlib.nullcontext():
+        moved_to = store.discard()
     palace = runtime.get_palace()
     entries = JournalEntry.objects.exclude(status=JournalEntry.Status.FAILED).order_by("id")
     replayed = 0

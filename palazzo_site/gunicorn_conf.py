@@ -5,7 +5,12 @@
 
 from __future__ import annotations
 
+import ctypes
+import os
+import signal
 import sys
+import threading
+import time
 from typing import Any
 
 from palazzo_site.environment import read_environment
@@ -37,3 +42,38 @@ def on_starting(server: Any) -> None:
         server.log.error(problem)
         print(problem, file=sys.stderr, flush=True)
         sys.exit(1)
+
+
+PR_SET_PDEATHSIG = 1
+PARENT_POLL_SECONDS = 1.0
+
+
+def _ask_kernel_for_parent_death_signal() -> None:
+    """Linux: have the kernel send SIGTERM to this process when its parent dies (a no-op elsewhere)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _watch_parent(master_pid: int, grace_seconds: float) -> None:
+    """Poll for the master's death (whatever the platform): SIGTERM this worker, then exit if it lingers."""
+    while os.getppid() == master_pid:
+        time.sleep(PARENT_POLL_SECONDS)
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(grace_seconds)
+    os._exit(1)
+
+
+def exit_with_master(master_pid: int, grace_seconds: float = graceful_timeout) -> None:
+    """Make this worker stop when its master dies, even by SIGKILL, so it never holds the embedded shard alone."""
+    _ask_kernel_for_parent_death_signal()
+    threading.Thread(
+        target=_watch_parent, args=(master_pid, grace_seconds), name="master-watchdog", daemon=True
+    ).start()
+
+
+def post_fork(server: Any, worker: Any) -> None:
+    """In each new worker: exit with the master (gunicorn alone leaves an orphaned worker running)."""
+    exit_with_master(server.pid)

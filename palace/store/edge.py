@@ -6,6 +6,7 @@ builds (palace.store.indexer) live beside it.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -16,6 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -113,9 +115,46 @@ class EdgeStore(BackgroundIndexing):
     def _holder_description(self) -> str:
         try:
             holder = json.loads((self._path / HOLDER_FILE).read_text())
-            return f"process {holder.get('pid')} on {holder.get('host')} ({holder.get('command')})"
         except (OSError, ValueError):
             return "another process"
+        if not isinstance(holder, dict) or (holder.get("pid"), holder.get("host")) == (
+            os.getpid(),
+            socket.gethostname(),
+        ):
+            # A record naming this very process is stale (its shard was released or never opened here):
+            # the lock is held by some other process that has not written its own record.
+            return "another process"
+        return f"process {holder.get('pid')} on {holder.get('host')} ({holder.get('command')})"
+
+    def _locked(self) -> StoreLocked:
+        return StoreLocked(
+            f"the embedded palace at {self._path} is already open in {self._holder_description()}; "
+            "the embedded store allows one process: stop that process, send work to it "
+            "(e.g. `python manage.py ingest --url`), or use a Qdrant server via QDRANT_URL"
+        )
+
+    @contextmanager
+    def held_exclusively(self) -> Iterator[None]:
+        """Hold the shard's lock (the one an open shard holds) meanwhile; StoreLocked when another holder has it.
+
+        rebuild and restore move the shard aside under it, so a live server's shard is never moved.
+        """
+        if not (self._path.is_symlink() or self._path.is_dir()):
+            yield
+            return
+        wal = self._generations.live() / "wal"
+        if not wal.is_dir():
+            yield
+            return
+        descriptor = os.open(wal, os.O_RDONLY)
+        try:
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise self._locked() from None
+            yield
+        finally:
+            os.close(descriptor)
 
     def _ensure_room(self, operation: str) -> None:
         """Refuse (clearly) what would otherwise crash the process on a nearly full disk."""
@@ -148,11 +187,7 @@ class EdgeStore(BackgroundIndexing):
                 self._shard = qe.EdgeShard.create(str(live), shard_config(identity))
         except Exception as exc:  # the binding raises plain OSError/RuntimeError subclasses
             if "WouldBlock" in str(exc) or "temporarily unavailable" in str(exc).lower():
-                raise StoreLocked(
-                    f"the embedded palace at {self._path} is already open in {self._holder_description()}; "
-                    "the embedded store allows one process: stop that process, send work to it "
-                    "(e.g. `python manage.py ingest --url`), or use a Qdrant server via QDRANT_URL"
-                ) from None
+                raise self._locked() from None
             raise StoreUnavailable(f"could not open the embedded palace at {self._path}: {exc}") from exc
         self._live = live
         self._generations.remove_stale(live)  # only now: the shard's lock proves no other process owns them
@@ -290,6 +325,10 @@ class EdgeStore(BackgroundIndexing):
             return ""
         live = self._generations.live()
         target = self._path.with_name(f"{self._path.name}.before-rebuild-{int(time.time())}")
+        suffix = 1
+        while target.exists():  # two rebuilds within one second keep both old shards
+            target = self._path.with_name(f"{self._path.name}.before-rebuild-{int(time.time())}-{suffix}")
+            suffix += 1
         live.rename(target)
         self._path.unlink()
         self._generations.remove_stale(target)
