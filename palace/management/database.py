@@ -12,12 +12,18 @@ from django.db import DatabaseError
 from palace.errors import StoreLocked
 
 
-def prepare_database() -> None:
-    """Apply any unapplied migration (as `serve` does), so every command works on a brand-new data dir."""
+def prepare_database(*, required: bool = True) -> None:
+    """Apply any unapplied migration (as `serve` does), so every command works on a brand-new data dir.
+
+    A read-only command passes required=False: a database it cannot prepare (a read-only data dir) is left
+    to fail, if it must, with that command's own error about what it could not open.
+    """
     try:
         # Output goes to stderr: in runmcp, stdout carries only the protocol.
         call_command("migrate", interactive=False, verbosity=0, stdout=sys.stderr)
     except DatabaseError as exc:
+        if not required:
+            return
         env = settings.PALAZZO
         raise CommandError(
             f"cannot prepare the database ({exc}); check that the data dir {env.data_dir} (or DATABASE_URL) "

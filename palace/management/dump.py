@@ -21,7 +21,7 @@ class DumpCommand(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        prepare_database()
+        prepare_database(required=False)
         try:
             result = type(self).selector()
         except PalaceError as exc:

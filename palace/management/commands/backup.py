@@ -24,7 +24,7 @@ class Command(BaseCommand):
         parser.add_argument("--out", required=True, type=Path, help="New directory to create for the backup.")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        prepare_database()
+        prepare_database(required=False)
         try:
             result = create_backup(out=options["out"])
         except PalaceError as exc:

@@ -21,7 +21,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         count = 0
-        prepare_database()
+        prepare_database(required=False)
         try:
             memories = ingest_service.export_memories()
             with ExitStack() as stack:

@@ -24,7 +24,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         from palace.verify import verify
 
-        prepare_database()
+        prepare_database(required=False)
 
         try:
             report = verify()
