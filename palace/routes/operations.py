@@ -44,6 +44,13 @@ class EmbedderHealth(PartHealth):
     dimension: int | None = None
 
 
+class JournalHealth(PartHealth):
+    """The write-ahead journal: entries still to apply, and entries that could not be applied."""
+
+    pending: int | None = Field(None, description="Entries written but not yet confirmed by the store.")
+    failed: int | None = Field(None, description="Entries refused or unappliable; the admin shows their reasons.")
+
+
 class HealthReport(Schema):
     """/healthz: each part's state, and ok overall only when every part is."""
 
@@ -52,6 +59,7 @@ class HealthReport(Schema):
     database: DatabaseHealth
     store: StoreHealth
     embedder: EmbedderHealth
+    journal: JournalHealth | None = None
 
 
 def render_metrics() -> bytes:
