@@ -174,6 +174,20 @@ class SearchIndexState(BaseModel):
     )
 
 
+class FailedEntry(BaseModel):
+    entry: int
+    operation: str
+    error: str
+
+
+class JournalState(BaseModel):
+    """Journal entries the store never confirmed (pending) or that could not be applied (failed)."""
+
+    pending: int
+    failed: int = Field(description="Entries marked failed: refused writes, or rows that could not be re-applied.")
+    latest_failed: list[FailedEntry] = Field(description="The newest failed entries with their reasons.")
+
+
 class StatusResult(BaseModel):
     """palace_status: totals, counts by wing, room, hall and category, and the search index's state."""
 
@@ -187,6 +201,7 @@ class StatusResult(BaseModel):
     halls: dict[str, int]
     categories: dict[str, int]
     search_index: SearchIndexState
+    journal: JournalState
 
 
 class DuplicateCheck(BaseModel):

@@ -7,7 +7,7 @@ are short: every tool's schema goes into the model's context on every session.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from palace.forms import (
     MAX_BATCH_ITEMS,
@@ -21,9 +21,29 @@ from palace.forms import (
     MAX_TEXT_BYTES,
 )
 from palace.timefmt import EXAMPLE
-from palazzo_site.environment import PalazzoEnvironment
 
 Schema = dict[str, Any]
+
+
+class PalazzoEnvironment(Protocol):
+    """What the MCP server reads of the configuration (settings.PALAZZO, built by palazzo_site.environment).
+
+    A protocol of the same name, so that the entry points describe what they need instead of
+    importing the site above them.
+    """
+
+    @property
+    def categories(self) -> tuple[str, ...]: ...
+    @property
+    def wings(self) -> tuple[str, ...]: ...
+    @property
+    def halls(self) -> tuple[str, ...]: ...
+    @property
+    def read_only(self) -> bool: ...
+    @property
+    def log_level(self) -> str: ...
+    @property
+    def wake_up_count(self) -> int: ...
 
 
 def _object(properties: Schema, required: tuple[str, ...] = ()) -> Schema:

@@ -16,8 +16,8 @@ from typing import Any, cast
 
 import anyio.to_thread
 from django.conf import settings
-from django.core.management import call_command
-from django.db import DatabaseError, close_old_connections, connection
+from django.core.management.base import CommandError
+from django.db import close_old_connections, connection
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError
 from mcp.server.mcpserver.prompts import Prompt
@@ -28,17 +28,18 @@ from mcp_types import CallToolResult, ContentBlock, TextContent
 from pydantic import BaseModel, ConfigDict
 
 from mcpserver import models
+from mcpserver.schemas import PalazzoEnvironment
 from mcpserver.tools import TOOLS, ToolSpec
-from palace import auth, metrics
+from palace import __version__, auth, metrics
 from palace.errors import InvalidInput, PalaceError
+from palace.forms import shown_name, writer_stamp
 from palace.gain import record_usage, start_usage_writer
-from palazzo_site import __version__
-from palazzo_site.environment import PalazzoEnvironment
 
 logger = logging.getLogger(__name__)
 
 WAKE_UP_URI = "palace://wake-up"
 CONTEXT_KWARG = "_palazzo_mcp_context"
+TOKEN_STAMP_PREFIX = "token:"
 
 
 def instructions(env: PalazzoEnvironment) -> str:
@@ -110,10 +111,12 @@ class PalaceWarmup:
 def open_palace(*, prepare_database: bool = False) -> None:
     """Load the model and open the palace (replaying the journal); raises PalaceError. Call off the loop.
 
-    prepare_database migrates first (stdio: a brand-new data dir has no tables yet), while the model
-    loads in a second thread: the first answer waits for the longer of the two, not their sum.
+    prepare_database migrates first (stdio: a brand-new data dir has no tables yet; runmcp leaves it to
+    this warm-up so initialize is answered before any migration check), while the model loads in a
+    second thread: the first answer waits for the longer of the two, not their sum.
     """
     from palace import runtime  # numpy and the store bindings: loaded off the start-up path
+    from palace.management.database import prepare_database as migrate_database
 
     close_old_connections()
     try:
@@ -122,9 +125,9 @@ def open_palace(*, prepare_database: bool = False) -> None:
             loading = threading.Thread(target=_load_model_quietly, name="palace-model", daemon=True)
             loading.start()
             try:
-                call_command("migrate", interactive=False, verbosity=0)
-            except DatabaseError as exc:
-                logger.error("cannot prepare the database (%s); check that the data dir is writable", exc)
+                migrate_database()
+            except CommandError as exc:
+                logger.error("%s", exc)
             loading.join()
         runtime.get_palace()
     finally:
@@ -202,14 +205,18 @@ def client_identity(ctx: Context[Any]) -> str:
     info = params.client_info if params is not None else None
     if info is None or not info.name:
         return "unknown-client"
-    return f"{info.name}/{info.version}" if info.version else info.name
+    name = f"{info.name}/{info.version}" if info.version else info.name
+    # A declared name can never pass for a token's stamp (token:<name>, given only to a bearer token).
+    if name.strip().lower().startswith(TOKEN_STAMP_PREFIX):
+        name = f"client:{name}"
+    return writer_stamp(name)
 
 
 def _parse_arguments(spec: ToolSpec, schema: dict[str, Any], arguments: dict[str, Any]) -> dict[str, Any]:
     """Refuse unknown keys; pass required ones as None when missing so the palace reports them."""
     unknown = sorted(set(arguments) - set(schema["properties"]))
     if unknown:
-        raise InvalidInput({key: ["is not a known field"] for key in unknown[:10]})
+        raise InvalidInput({shown_name(key): ["is not a known field"] for key in unknown[:10]})
     return {key: None for key in schema.get("required", ())} | arguments
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.conf import settings
 
-from palace import runtime, selectors, services, verify
+from palace import applier, runtime, selectors, services, verify
 from palace.errors import ConfirmationRequired, ExpectedCountMismatch, InvalidInput
 from palace.forms import MAX_TEXT_BYTES
 from palace.models import JournalEntry
@@ -382,7 +382,7 @@ def test_it_gives_an_existing_palace_canonical_rooms_when_it_opens_on_both_store
     assert {point.payload["room"] for point in palace.store.retrieve([old["id"], other["id"]])} == {"my project"}
     assert [m["id"] for m in selectors.browse(room="MY PROJECT")["memories"]] == [other["id"], old["id"]]
     assert selectors.status()["rooms"] == {"my project": 2}
-    assert services.canonicalise_rooms(palace) == 0  # nothing left to do at the next open
+    assert applier.canonicalise_rooms(palace) == 0  # nothing left to do at the next open
     assert verify.verify()["ok"] is True
 
 

@@ -15,6 +15,8 @@ class Command(BaseCommand):
     requires_migrations_checks = False
 
     def handle(self, *args: Any, **options: Any) -> None:
+        # No migrate here: the warm-up prepares the database while the model loads (mcpserver.server
+        # open_palace), so initialize is answered at once even on a brand-new data dir.
         from mcpserver.stdio import run_stdio
 
         with contextlib.suppress(KeyboardInterrupt):
