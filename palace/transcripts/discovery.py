@@ -1,0 +1,190 @@
+"""Which harness wrote a file, where each harness keeps its sessions, and parsing by harness."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from palace.transcripts import claude_code, codex, generic, opencode, pi
+from palace.transcripts.model import HARNESSES, Transcript, TranscriptError
+
+_PARSERS: dict[str, Callable[[Path], Transcript]] = {
+    "claude-code": claude_code.parse,
+    "pi": pi.parse,
+    "codex": codex.parse,
+    "opencode": opencode.parse,
+    "jsonl": generic.parse,
+}
+_CODEX_TYPES = {"session_meta", "response_item", "event_msg", "turn_context", "compacted", "world_state"}
+_CLAUDE_TYPES = {
+    "user",
+    "assistant",
+    "summary",
+    "system",
+    "attachment",
+    "file-history-snapshot",
+    "progress",
+    "queue-operation",
+    "permission-mode",
+    "last-prompt",
+}
+_SNIFF_LINES = 50
+_SNIFF_BYTES = 4 * 1024 * 1024
+
+
+def default_roots() -> dict[str, Path]:
+    """Where each harness keeps its sessions on this machine (environment overrides honoured)."""
+    home = Path.home()
+    claude = Path(os.environ["CLAUDE_CONFIG_DIR"]) if os.environ.get("CLAUDE_CONFIG_DIR") else home / ".claude"
+    if os.environ.get("PI_CODING_AGENT_SESSION_DIR"):
+        pi_root = Path(os.environ["PI_CODING_AGENT_SESSION_DIR"])
+    elif os.environ.get("PI_CODING_AGENT_DIR"):
+        pi_root = Path(os.environ["PI_CODING_AGENT_DIR"]) / "sessions"
+    else:
+        pi_root = home / ".pi" / "agent" / "sessions"
+    codex_home = Path(os.environ["CODEX_HOME"]) if os.environ.get("CODEX_HOME") else home / ".codex"
+    data_home = Path(os.environ["XDG_DATA_HOME"]) if os.environ.get("XDG_DATA_HOME") else home / ".local" / "share"
+    return {
+        "claude-code": claude / "projects",
+        "pi": pi_root,
+        "codex": codex_home / "sessions",
+        "opencode": data_home / "opencode" / "storage",
+    }
+
+
+def parse_transcript(path: Path, harness: str | None = None) -> Transcript:
+    """Parse one transcript file; bad lines are skipped and counted, only an unusable file raises."""
+    path = Path(path)
+    if harness is not None and harness not in HARNESSES:
+        raise TranscriptError(f"harness {harness!r} is not one of {', '.join(HARNESSES)}")
+    _require_file(path)
+    chosen = harness or detect_harness(path)
+    try:
+        return _PARSERS[chosen](path)
+    except OSError as error:
+        raise TranscriptError(f"{path}: cannot read: {error.strerror or error}") from error
+
+
+def detect_harness(path: Path) -> str:
+    """The harness that wrote a transcript, from its content (then its location); TranscriptError if unknown."""
+    path = Path(path)
+    _require_file(path)
+    if path.suffix == ".json":
+        if opencode.is_session_file(path):
+            return "opencode"
+        raise TranscriptError(f"{path}: not a transcript of a known harness ({', '.join(HARNESSES)})")
+    try:
+        for record in _head(path):
+            found = _classify(record)
+            if found is not None:
+                return found
+    except OSError as error:
+        raise TranscriptError(f"{path}: cannot read: {error.strerror or error}") from error
+    hinted = _hint_from_location(path)
+    if hinted is not None:
+        return hinted
+    raise TranscriptError(f"{path}: not a transcript of a known harness ({', '.join(HARNESSES)})")
+
+
+def discover(paths: Sequence[Path], harness: str | None = None) -> Iterator[tuple[str, Path]]:
+    """(harness, path) of every main transcript in the given files or directories, in a stable order."""
+    if harness is not None and harness not in HARNESSES:
+        raise TranscriptError(f"harness {harness!r} is not one of {', '.join(HARNESSES)}")
+    seen: set[Path] = set()
+    for given in paths:
+        given = Path(given)
+        if given.is_dir():
+            for candidate in _walk(given, harness):
+                if candidate in seen:
+                    continue
+                seen.add(candidate)
+                try:
+                    found = harness or detect_harness(candidate)
+                except TranscriptError:
+                    continue
+                yield found, candidate
+        else:
+            if given in seen:
+                continue
+            seen.add(given)
+            yield harness or detect_harness(given), given
+
+
+def _walk(root: Path, harness: str | None) -> Iterator[Path]:
+    """Transcript files under root: *.jsonl except subagent files, and opencode session records."""
+    for directory, subdirectories, files in os.walk(root):
+        subdirectories.sort()
+        base = Path(directory)
+        if base.name == "subagents":
+            continue
+        for name in sorted(files):
+            candidate = base / name
+            if name.endswith(".jsonl") and harness != "opencode":
+                if name.startswith("agent-") and harness in (None, "claude-code") and _is_claude_subagent(candidate):
+                    continue
+                yield candidate
+            elif name.endswith(".json") and harness in (None, "opencode") and base.parent.name == "session":
+                yield candidate
+
+
+def _is_claude_subagent(path: Path) -> bool:
+    """A 2.0.x subagent file (agent-<id>.jsonl with sidechain lines) is reached through its parent."""
+    for record in _head(path, lines=5):
+        return record.get("isSidechain") is True or "agentId" in record
+    return True
+
+
+def _require_file(path: Path) -> None:
+    if not path.exists():
+        raise TranscriptError(f"{path}: no such file")
+    if path.is_dir():
+        raise TranscriptError(f"{path}: is a directory, not a transcript file")
+    if not path.is_file():
+        raise TranscriptError(f"{path}: not a regular file")
+
+
+def _head(path: Path, lines: int = _SNIFF_LINES) -> Iterator[dict[str, Any]]:
+    """The first JSON-object lines of a file (bounded in lines and bytes)."""
+    read = 0
+    with path.open("rb") as handle:
+        for count, raw in enumerate(handle):
+            read += len(raw)
+            if count >= lines or read > _SNIFF_BYTES:
+                return
+            try:
+                record = json.loads(raw.decode("utf-8", errors="replace"))
+            except (ValueError, RecursionError):
+                continue
+            if isinstance(record, dict):
+                yield record
+
+
+def _classify(record: dict[str, Any]) -> str | None:
+    kind = record.get("type")
+    if kind == "session" and ("cwd" in record or "version" in record or "id" in record):
+        return "pi"
+    if kind == "message" and isinstance(record.get("message"), dict):
+        return "pi"
+    if kind in _CODEX_TYPES and "payload" in record:
+        return "codex"
+    if "record_type" in record:
+        return "codex"
+    if kind in _CLAUDE_TYPES and any(key in record for key in ("sessionId", "uuid", "message", "leafUuid")):
+        return "claude-code"
+    if kind is None and record.get("role") in ("user", "assistant") and ("text" in record or "content" in record):
+        return "jsonl"
+    return None
+
+
+def _hint_from_location(path: Path) -> str | None:
+    parts = path.resolve().parts
+    if ".claude" in parts or (len(parts) > 2 and parts[-3] == "projects"):
+        return "claude-code"
+    if ".pi" in parts:
+        return "pi"
+    if ".codex" in parts or path.name.startswith("rollout-"):
+        return "codex"
+    return None
