@@ -22,11 +22,11 @@ from palace.transcripts.text import (
     counts,
     file_mtime,
     finish_turns,
-    is_slash_command_only,
     parse_timestamp,
     read_lines,
     strip_harness_markup,
     strip_wake_up,
+    without_bare_commands,
     worth_keeping,
 )
 
@@ -322,7 +322,7 @@ def _parse_file(path: Path, *, parent_session_id: str | None, with_subagents: bo
             agent_id = conversation.agent_id or group
             subagents.append(_transcript(path, conversation, fallback, session_id, agent_id))
         subagents.extend(_subagent_files(path, session_id, main.subagent_ids))
-    exchanges = finish_turns(_without_bare_commands(main.turns, skipped), fallback)
+    exchanges = finish_turns(without_bare_commands(main.turns, skipped), fallback)
     stats["assistant_messages"] = len(main.message_ids)
     if agent_file:
         own_id = main.agent_id or clean_tag(path.stem.removeprefix("agent-"))
@@ -387,7 +387,7 @@ def _transcript(
     parent_session_id: str | None,
     agent_id: str,
 ) -> Transcript:
-    exchanges = finish_turns(_without_bare_commands(conversation.turns, conversation.skipped), fallback)
+    exchanges = finish_turns(without_bare_commands(conversation.turns, conversation.skipped), fallback)
     conversation.stats["assistant_messages"] = len(conversation.message_ids)
     return Transcript(
         harness=HARNESS,
@@ -417,17 +417,6 @@ def _worth_keeping_subagent(exchanges: list[Any]) -> bool:
     if all(exchange.prompt.strip() == "Warmup" for exchange in exchanges):
         return False
     return worth_keeping(exchanges)
-
-
-def _without_bare_commands(turns: list[Turn], skipped: Counter[str]) -> list[Turn]:
-    """Turns minus bare slash commands the model never answered (/model, /clear: local commands)."""
-    kept: list[Turn] = []
-    for turn in turns:
-        if not turn.answered and is_slash_command_only(turn.prompt):
-            skipped["slash_command"] += 1
-            continue
-        kept.append(turn)
-    return kept
 
 
 def _subagent_files(path: Path, session_id: str | None, referenced: list[str]) -> list[Transcript]:

@@ -126,7 +126,12 @@ def _walk(root: Path, harness: str | None) -> Iterator[Path]:
                 if name.startswith("agent-") and harness in (None, "claude-code") and _is_claude_subagent(candidate):
                     continue
                 yield candidate
-            elif name.endswith(".json") and harness in (None, "opencode") and base.parent.name == "session":
+            elif (
+                name.endswith(".json")
+                and harness in (None, "opencode")
+                and base.parent.name == "session"
+                and not opencode.is_child_session(candidate)
+            ):
                 yield candidate
 
 

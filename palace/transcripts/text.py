@@ -34,7 +34,7 @@ _LOCAL_COMMAND = re.compile(
 _COMMAND_NAME = re.compile(r"<command-name>(.*?)</command-name>", re.DOTALL)
 _COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.DOTALL)
 _COMMAND_TAGS = re.compile(r"<(command-name|command-message|command-args|command-contents)>.*?(?:</\1>|\Z)", re.DOTALL)
-_SLASH_ONLY = re.compile(r"/[\w:.\-]+")
+_SLASH_ONLY = re.compile(r"/[\w:.\-]*")
 _INTERRUPTED = re.compile(r"\[Request interrupted by user[^\]]*\]")
 
 
@@ -224,8 +224,15 @@ def tool_arguments(name: str, arguments: Any) -> str:
     keys = _KEY_ARGUMENTS.get(lowered, ())
     chosen = [arguments[key] for key in keys if key in arguments and arguments[key] not in (None, "", [], {})]
     if chosen:
-        return one_line(", ".join(brief(item) for item in chosen), TOOL_ARGUMENT_CHARS)
+        return one_line(", ".join(_argument(item) for item in chosen), TOOL_ARGUMENT_CHARS)
     return brief(arguments)
+
+
+def _argument(value: Any) -> str:
+    """One key argument; a command given as a list of words reads as the command line."""
+    if isinstance(value, list) and value and all(isinstance(item, str) for item in value[:50]):
+        return one_line(clean(" ".join(value[:50])), TOOL_ARGUMENT_CHARS)
+    return brief(value)
 
 
 def parse_timestamp(value: Any) -> datetime | None:
@@ -377,6 +384,17 @@ def finish_turns(turns: list[Turn], fallback: datetime, *, last_complete: bool |
             )
         )
     return exchanges
+
+
+def without_bare_commands(turns: list[Turn], skipped: Counter[str]) -> list[Turn]:
+    """Turns minus bare slash commands the model never answered (/model, /clear: local commands)."""
+    kept: list[Turn] = []
+    for turn in turns:
+        if not turn.answered and is_slash_command_only(turn.prompt):
+            skipped["slash_command"] += 1
+            continue
+        kept.append(turn)
+    return kept
 
 
 def worth_keeping(exchanges: list[Exchange]) -> bool:
