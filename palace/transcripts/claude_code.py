@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from palace.transcripts.text import (
     counts,
     file_mtime,
     finish_turns,
+    guarded,
     parse_timestamp,
     read_lines,
     strip_harness_markup,
@@ -311,9 +313,11 @@ def _parse_file(path: Path, *, parent_session_id: str | None, with_subagents: bo
             skipped["not_an_object"] += 1
             continue
         if record.get("isSidechain") is True and not agent_file:
-            _feed_sidechain(number, record, sidechains, group_of, skipped, stats)
+            guarded(
+                skipped, path, number, partial(_feed_sidechain, number, record, sidechains, group_of, skipped, stats)
+            )
             continue
-        main.feed(number, record)
+        guarded(skipped, path, number, partial(main.feed, number, record))
     fallback = file_mtime(path)
     session_id = main.session_id or clean_tag(path.stem)
     subagents: list[Transcript] = []

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from palace.transcripts.text import (
     counts,
     file_mtime,
     finish_turns,
+    guarded,
     parse_timestamp,
     read_lines,
     strip_wake_up,
@@ -263,7 +265,7 @@ def parse(path: Path) -> Transcript:
         if not isinstance(record, dict):
             rollout.skipped["not_an_object"] += 1
             continue
-        rollout.feed(number, record)
+        guarded(rollout.skipped, path, number, partial(rollout.feed, number, record))
     turns = without_bare_commands(rollout.turns, rollout.skipped)
     exchanges = finish_turns(turns, file_mtime(path))
     session_id = rollout.session_id or clean_tag(path.stem.removeprefix("rollout-")[20:] or path.stem)

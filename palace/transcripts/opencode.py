@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from palace.transcripts.text import (
     counts,
     file_mtime,
     finish_turns,
+    guarded,
     parse_timestamp,
     strip_wake_up,
     without_bare_commands,
@@ -130,9 +132,9 @@ def _parse(path: Path, storage: _Storage, *, depth: int) -> Transcript:
     raw_id = session.get("id") if isinstance(session.get("id"), str) else None
     turns: list[Turn] = []
     if raw_id is not None and "/" not in raw_id and raw_id not in (".", ".."):
-        for message in storage.messages(raw_id, skipped):
+        for number, message in enumerate(storage.messages(raw_id, skipped)):
             stats["messages"] += 1
-            _message(message, storage, turns, skipped, stats)
+            guarded(skipped, path, number, partial(_message, message, storage, turns, skipped, stats))
     exchanges = finish_turns(without_bare_commands(turns, skipped), file_mtime(path))
     parent = clean_tag(session.get("parentID"))
     subagents = _children(path, raw_id, storage, depth) if depth < 3 else []

@@ -7,6 +7,7 @@ entries carry an 8-hex id and parentId. File order is followed, like pi's own li
 from __future__ import annotations
 
 from collections import Counter
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from palace.transcripts.text import (
     counts,
     file_mtime,
     finish_turns,
+    guarded,
     parse_timestamp,
     read_lines,
     strip_wake_up,
@@ -181,7 +183,7 @@ def parse(path: Path) -> Transcript:
         if not isinstance(entry, dict):
             session.skipped["not_an_object"] += 1
             continue
-        session.feed(number, entry)
+        guarded(session.skipped, path, number, partial(session.feed, number, entry))
     turns = without_bare_commands(session.turns, session.skipped)
     exchanges = finish_turns(turns, file_mtime(path))
     session.stats["format_version"] = session.format_version

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from palace.transcripts.model import WAKE_UP_CLOSE, WAKE_UP_OPEN, Exchange
+
+logger = logging.getLogger("palace.transcripts")
 
 # Bounds of a condensed tool call: the key arguments and the excerpt of its result.
 TOOL_ARGUMENT_CHARS = 200
@@ -281,6 +284,15 @@ def read_lines(path: Path, skipped: Counter[str]) -> Iterator[tuple[int, Any]]:
                 skipped["invalid_json"] += 1
                 continue
             yield number, value
+
+
+def guarded(skipped: Counter[str], path: Path, number: int, action: Callable[[], None]) -> None:
+    """Run one line's handling; a parser bug on one hostile line costs that line, not the transcript."""
+    try:
+        action()
+    except Exception:
+        skipped["parser_error"] += 1
+        logger.warning("transcript %s, line %d: could not be parsed", path, number + 1, exc_info=True)
 
 
 @dataclass

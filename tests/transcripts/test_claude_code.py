@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import shlex
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +20,7 @@ ORCHESTRATOR_10 = f"{VIEWER}/fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl"
 ORCHESTRATOR_108 = f"{VIEWER}/5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl"
 INIT_ONLY = f"{VIEWER}/1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"
 SESSION = "11111111-2222-3333-4444-555555555555"
+WAKE_UP_CONTEXT = f"{WAKE_UP_OPEN}palace status: 3 memories in shop\n- prices are in cents{WAKE_UP_CLOSE}"
 
 # sample -> (exchanges, worth keeping, subagents, exchanges per subagent)
 EXPECTED = {
@@ -376,3 +380,46 @@ def test_it_treats_an_empty_or_metadata_only_file_as_nothing_to_keep(tmp_path: P
         assert transcript.exchanges == []
         assert not transcript.worth_keeping
     assert detect_harness(empty) == "claude-code"  # from its place under projects/
+
+
+@pytest.mark.slow
+def test_it_parses_what_the_real_claude_code_cli_writes(tmp_path: Path) -> None:
+    # The pinned CLI from the npm registry; offline and logged out it still runs the hooks and writes
+    # its transcript, ending with a synthetic "Not logged in" line.
+    installer = Path(__file__).resolve().parents[2] / "scripts" / "install-claude-code.sh"
+    claude = subprocess.run(["bash", str(installer)], capture_output=True, text=True, check=True).stdout.strip()
+    config = tmp_path / "config"
+    project = tmp_path / "shop"
+    project.mkdir()
+    config.mkdir()
+    output = {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": WAKE_UP_CONTEXT}}
+    hook = f"printf '%s' {shlex.quote(json.dumps(output))}"
+    (config / "settings.json").write_text(
+        json.dumps({"hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": hook}]}]}})
+    )
+    environment = {key: value for key, value in os.environ.items() if not key.startswith("ANTHROPIC")}
+    environment["CLAUDE_CONFIG_DIR"] = str(config)
+    subprocess.run(
+        [claude, "-p", "Which package manager do we use?"],
+        cwd=project,
+        env=environment,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    (path,) = config.glob("projects/*/*.jsonl")
+    assert WAKE_UP_OPEN in path.read_text()  # the injected context did reach the transcript
+    assert detect_harness(path) == "claude-code"
+    transcript = parse_transcript(path)
+    assert transcript.session_id == path.stem
+    assert transcript.cwd == str(project)
+    assert transcript.version and transcript.version.startswith("2.")
+    (exchange,) = transcript.exchanges
+    assert exchange.prompt == "Which package manager do we use?"
+    assert exchange.reply == ""  # "Not logged in" is not a reply worth keeping
+    assert exchange.complete
+    assert transcript.skipped["api_error"] == 1
+    assert transcript.skipped["wake_up"] == 2  # the hook_success and hook_additional_context lines
+    assert "palace status" not in exchange.prompt + exchange.reply
+    assert transcript.worth_keeping

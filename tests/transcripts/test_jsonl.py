@@ -48,4 +48,4 @@ def test_it_drops_wake_up_blocks_and_bad_lines(tmp_path: Path) -> None:
     )
     transcript = parse_transcript(path, "jsonl")
     assert [exchange.prompt for exchange in transcript.exchanges] == ["real question"]
-    assert transcript.skipped == {"invalid_json": 1, "not_an_object": 1, "wake_up": 1, "empty": 1, "not_a_message": 1}
+    assert transcript.skipped == {"invalid_json": 1, "not_an_object": 1, "wake_up": 1, "not_a_message": 1}
