@@ -55,6 +55,8 @@ _METADATA_TYPES = {
     "started",
     "result",
 }
+# The opening of the summary a compaction leaves as the first user message (flagged only on newer CLIs).
+_CONTINUATION = "This session is being continued from a previous conversation"
 _TERMINAL_STOP_REASONS = {"end_turn", "stop_sequence", "max_tokens", "refusal"}
 # System lines Claude Code writes when a turn is over.
 _TURN_END_SUBTYPES = {"turn_duration", "stop_hook_summary"}
@@ -144,6 +146,9 @@ class _Conversation:
         self.skipped["wake_up"] += wake_ups
         if text.lstrip().startswith("<task-notification>"):
             self.skipped["task_notification"] += 1
+            return
+        if text.lstrip().startswith(_CONTINUATION):
+            self.skipped["compact_summary"] += 1
             return
         before = sum(self.skipped.values())
         prompt = strip_harness_markup(text, self.skipped).strip()

@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from palace.transcripts import claude_code, codex, generic, opencode, pi
 from palace.transcripts.model import HARNESSES, Transcript, TranscriptError
 
-_PARSERS: dict[str, Callable[[Path], Transcript]] = {
-    "claude-code": claude_code.parse,
-    "pi": pi.parse,
-    "codex": codex.parse,
-    "opencode": opencode.parse,
-    "jsonl": generic.parse,
+# Parser modules are imported on first use: a hook that only needs the markers stays quick to start.
+_PARSER_MODULES = {
+    "claude-code": "palace.transcripts.claude_code",
+    "pi": "palace.transcripts.pi",
+    "codex": "palace.transcripts.codex",
+    "opencode": "palace.transcripts.opencode",
+    "jsonl": "palace.transcripts.generic",
 }
 _CODEX_TYPES = {"session_meta", "response_item", "event_msg", "turn_context", "compacted", "world_state"}
 _CLAUDE_TYPES = {
@@ -62,8 +63,9 @@ def parse_transcript(path: Path, harness: str | None = None) -> Transcript:
         raise TranscriptError(f"harness {harness!r} is not one of {', '.join(HARNESSES)}")
     _require_file(path)
     chosen = harness or detect_harness(path)
+    parse: Callable[[Path], Transcript] = importlib.import_module(_PARSER_MODULES[chosen]).parse
     try:
-        return _PARSERS[chosen](path)
+        return parse(path)
     except OSError as error:
         raise TranscriptError(f"{path}: cannot read: {error.strerror or error}") from error
 
@@ -73,7 +75,7 @@ def detect_harness(path: Path) -> str:
     path = Path(path)
     _require_file(path)
     if path.suffix == ".json":
-        if opencode.is_session_file(path):
+        if _opencode().is_session_file(path):
             return "opencode"
         raise TranscriptError(f"{path}: not a transcript of a known harness ({', '.join(HARNESSES)})")
     try:
@@ -130,7 +132,7 @@ def _walk(root: Path, harness: str | None) -> Iterator[Path]:
                 name.endswith(".json")
                 and harness in (None, "opencode")
                 and base.parent.name == "session"
-                and not opencode.is_child_session(candidate)
+                and not _opencode().is_child_session(candidate)
             ):
                 yield candidate
 
@@ -140,6 +142,10 @@ def _is_claude_subagent(path: Path) -> bool:
     for record in _head(path, lines=5):
         return record.get("isSidechain") is True or "agentId" in record
     return True
+
+
+def _opencode() -> Any:
+    return importlib.import_module(_PARSER_MODULES["opencode"])
 
 
 def _require_file(path: Path) -> None:

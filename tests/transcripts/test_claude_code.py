@@ -423,3 +423,29 @@ def test_it_parses_what_the_real_claude_code_cli_writes(tmp_path: Path) -> None:
     assert transcript.skipped["wake_up"] == 2  # the hook_success and hook_additional_context lines
     assert "palace status" not in exchange.prompt + exchange.reply
     assert transcript.worth_keeping
+
+
+def test_it_skips_bash_mode_hook_output_and_compaction_summaries(tmp_path: Path) -> None:
+    path = session_file(
+        tmp_path,
+        [
+            user("<bash-input>git status</bash-input>"),
+            user("<bash-stdout>On branch main</bash-stdout><bash-stderr></bash-stderr>"),
+            user("This session is being continued from a previous conversation that ran out of context. Summary: ..."),
+            user("Ship it<user-prompt-submit-hook>lint passed</user-prompt-submit-hook>"),
+            assistant("m1", text("Shipped."), stop_reason="end_turn"),
+            user("[Request interrupted by user for tool use]"),
+            user("<bash-input>make deploy</bash-input>"),
+            assistant("m2", text("I see you deployed."), stop_reason="end_turn"),
+        ],
+    )
+    transcript = parse_transcript(path)
+    assert [(exchange.prompt, exchange.reply) for exchange in transcript.exchanges] == [
+        ("Ship it", "Shipped."),
+        ("!make deploy", "I see you deployed."),  # answered, so it was a turn of the conversation
+    ]
+    assert transcript.skipped["shell_command"] == 1
+    assert transcript.skipped["local_command_output"] == 2
+    assert transcript.skipped["compact_summary"] == 1
+    assert transcript.skipped["hook_output"] == 1
+    assert transcript.skipped["interrupted"] == 1

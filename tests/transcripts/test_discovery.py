@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from palace.transcripts import HARNESSES, TranscriptError, default_roots, detect_harness, discover, parse_transcript
 from tests.transcripts.helpers import SAMPLES, write_jsonl
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_it_detects_the_harness_of_every_saved_sample() -> None:
@@ -68,3 +72,20 @@ def test_it_finds_each_harness_under_its_configured_root(monkeypatch: pytest.Mon
     monkeypatch.setenv("PI_CODING_AGENT_SESSION_DIR", str(tmp_path / "pi-sessions"))
     assert default_roots()["pi"] == tmp_path / "pi-sessions"
     assert set(roots) <= set(HARNESSES)
+
+
+def test_it_imports_without_django_or_the_rest_of_palace() -> None:
+    # Hooks import this package in short-lived processes; it must stay stdlib-only and light.
+    code = (
+        "import sys, palace.transcripts as t\n"
+        "t.parse_transcript(t.discover([sys.argv[1]]).__next__()[1])\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith(('django', 'palace', 'qdrant')))\n"
+        "print(' '.join(loaded))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(SAMPLES / "pi")], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    loaded = result.stdout.split()
+    assert not [name for name in loaded if not name.startswith("palace.transcripts") and name != "palace"], loaded
+    assert "palace.transcripts.pi" in loaded
+    assert "palace.transcripts.claude_code" not in loaded  # parsers load on first use

@@ -69,7 +69,8 @@ _ROLES = ["user", "assistant", "toolResult", "bashExecution", "developer", "syst
 
 def shaped(children: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[str, Any]]:
     """Dicts shaped like harness records (known keys, known type names), values anything."""
-    value = st.one_of(children, st.sampled_from(_TYPES), st.sampled_from(_ROLES))
+    # deferred keeps the repr short (hypothesis warns about a 44 kB one otherwise)
+    value = st.deferred(lambda: st.one_of(children, st.sampled_from(_TYPES), st.sampled_from(_ROLES)))
     return st.fixed_dictionaries(
         {"type": st.sampled_from(_TYPES)},
         optional={
