@@ -24,6 +24,7 @@ from palace.transcripts.text import (
     file_mtime,
     finish_turns,
     guarded,
+    owner_of,
     parse_timestamp,
     read_lines,
     strip_harness_markup,
@@ -114,7 +115,7 @@ class _Conversation:
         if record.get("isMeta") is True:
             self.skipped["meta"] += 1
             return
-        if record.get("isCompactSummary") is True:
+        if record.get("isCompactSummary") is True or record.get("isVisibleInTranscriptOnly") is True:
             self.skipped["compact_summary"] += 1
             return
         message = record.get("message")
@@ -133,7 +134,7 @@ class _Conversation:
                 self.skipped["orphan_tool_result"] += len(results)
                 return
             for call_id, text, is_error in results:
-                turn.add_result(call_id, text, is_error=is_error)
+                owner_of(self.turns, call_id).add_result(call_id, text, is_error=is_error)
             return
         origin = record.get("origin")
         if isinstance(origin, dict) and origin.get("kind") == "task-notification":
@@ -157,7 +158,9 @@ class _Conversation:
                 self.skipped["empty"] += 1
             return
         key = clean_tag(record.get("uuid")) or f"line-{number}"
-        if key in self.keys:
+        current = self.current
+        if key in self.keys or (current is not None and not current.answered and current.prompt == prompt):
+            # The same line again (a resumed copy), or a queued prompt delivered a second time.
             self.skipped["duplicate"] += 1
             return
         self.keys.add(key)

@@ -25,6 +25,7 @@ from palace.transcripts.text import (
     file_mtime,
     finish_turns,
     guarded,
+    owner_of,
     parse_timestamp,
     read_lines,
     strip_wake_up,
@@ -166,7 +167,7 @@ class _Rollout:
         elif kind in ("function_call_output", "custom_tool_call_output"):
             text, wake_ups = strip_wake_up(_output_text(payload.get("output")))
             self.skipped["wake_up"] += wake_ups
-            turn.add_result(call_id, text)
+            owner_of(self.turns, call_id).add_result(call_id, text)
         else:
             self.skipped["other_item"] += 1
 

@@ -21,6 +21,7 @@ from palace.transcripts.text import (
     file_mtime,
     finish_turns,
     guarded,
+    owner_of,
     parse_timestamp,
     read_lines,
     strip_wake_up,
@@ -87,8 +88,9 @@ class _Session:
             text, wake_ups = strip_wake_up(_text_of(message.get("content"), self.skipped))
             self.skipped["wake_up"] += wake_ups
             name = message.get("toolName")
-            turn.add_result(
-                clean_tag(message.get("toolCallId")),
+            call_id = clean_tag(message.get("toolCallId"))
+            owner_of(self.turns, call_id).add_result(
+                call_id,
                 text,
                 is_error=message.get("isError") is True,
                 name=name if isinstance(name, str) else None,

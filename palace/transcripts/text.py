@@ -382,6 +382,15 @@ class Turn:
         return bool(self.steps) and self.steps[-1].tool is None
 
 
+def owner_of(turns: list[Turn], call_id: str | None) -> Turn:
+    """The turn whose tool call a result answers: a result can arrive after a queued prompt began a turn."""
+    if call_id is not None:
+        for turn in reversed(turns[-4:]):
+            if call_id in turn.calls:
+                return turn
+    return turns[-1]
+
+
 def finish_turns(turns: list[Turn], fallback: datetime, *, last_complete: bool | None = None) -> list[Exchange]:
     """Exchanges from assembled turns: timestamps filled in, the last one marked complete or not."""
     exchanges: list[Exchange] = []

@@ -449,3 +449,22 @@ def test_it_skips_bash_mode_hook_output_and_compaction_summaries(tmp_path: Path)
     assert transcript.skipped["compact_summary"] == 1
     assert transcript.skipped["hook_output"] == 1
     assert transcript.skipped["interrupted"] == 1
+
+
+def test_it_starts_a_turn_for_a_queued_prompt_once(tmp_path: Path) -> None:
+    queued = {"type": "queued_command", "prompt": "Also update the README", "commandMode": "prompt"}
+    path = session_file(
+        tmp_path,
+        [
+            user("Rename the module"),
+            assistant("m1", tool_use("t1", "Bash", {"command": "git mv a.py b.py"})),
+            line("attachment", attachment=queued),
+            user("Also update the README"),
+            tool_result("t1", ""),
+            assistant("m2", text("Renamed, and the README says b.py now."), stop_reason="end_turn"),
+        ],
+    )
+    transcript = parse_transcript(path)
+    assert [exchange.prompt for exchange in transcript.exchanges] == ["Rename the module", "Also update the README"]
+    assert transcript.skipped["duplicate"] == 1
+    assert transcript.exchanges[1].reply == "Renamed, and the README says b.py now."
