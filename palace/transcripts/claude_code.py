@@ -18,6 +18,7 @@ from palace.transcripts.model import WAKE_UP_OPEN, Transcript
 from palace.transcripts.text import (
     IMAGE_PLACEHOLDER,
     Turn,
+    bounded_lines,
     clean_optional,
     clean_tag,
     counts,
@@ -462,8 +463,10 @@ def _first_session_id(path: Path) -> str | None:
     """The sessionId of a file's first JSON line (a 2.0.x subagent file names its parent session there)."""
     try:
         with path.open("rb") as handle:
-            for raw in handle:
-                if len(raw) > 1024 * 1024 or not raw.strip():
+            for _, raw in bounded_lines(handle, 1024 * 1024):
+                if raw is None:
+                    return None
+                if not raw.strip():
                     continue
                 try:
                     record = json.loads(raw.decode("utf-8", errors="replace"))

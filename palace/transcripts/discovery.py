@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from palace.transcripts.model import HARNESSES, Transcript, TranscriptError
+from palace.transcripts.text import bounded_lines
 
 # Parser modules are imported on first use: a hook that only needs the markers stays quick to start.
 _PARSER_MODULES = {
@@ -161,9 +162,9 @@ def _head(path: Path, lines: int = _SNIFF_LINES) -> Iterator[dict[str, Any]]:
     """The first JSON-object lines of a file (bounded in lines and bytes)."""
     read = 0
     with path.open("rb") as handle:
-        for count, raw in enumerate(handle):
-            read += len(raw)
-            if count >= lines or read > _SNIFF_BYTES:
+        for count, raw in bounded_lines(handle, _SNIFF_BYTES):
+            read += len(raw) if raw is not None else _SNIFF_BYTES
+            if count >= lines or read > _SNIFF_BYTES or raw is None:
                 return
             try:
                 record = json.loads(raw.decode("utf-8", errors="replace"))

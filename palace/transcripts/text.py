@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from palace.transcripts.model import WAKE_UP_CLOSE, WAKE_UP_OPEN, Exchange
 
@@ -281,11 +281,28 @@ def file_mtime(path: Path) -> datetime:
         return datetime.now(tz=UTC)
 
 
+def bounded_lines(handle: BinaryIO, limit: int = MAX_LINE_BYTES) -> Iterator[tuple[int, bytes | None]]:
+    """(line number, bytes) of a binary stream; None for a line longer than limit, never held in memory."""
+    number = 0
+    while True:
+        raw = handle.readline(limit + 1)
+        if not raw:
+            return
+        if len(raw) > limit and not raw.endswith(b"\n"):
+            # Skip the rest of the oversize line in bounded chunks.
+            while raw and not raw.endswith(b"\n"):
+                raw = handle.readline(1024 * 1024)
+            yield number, None
+        else:
+            yield number, raw
+        number += 1
+
+
 def read_lines(path: Path, skipped: Counter[str]) -> Iterator[tuple[int, Any]]:
     """(line number, decoded JSON value) for every JSON line of a file; bad lines are counted, not raised."""
     with path.open("rb") as handle:
-        for number, raw in enumerate(handle):
-            if len(raw) > MAX_LINE_BYTES:
+        for number, raw in bounded_lines(handle):
+            if raw is None:
                 skipped["oversize_line"] += 1
                 continue
             if not raw.strip():
@@ -293,7 +310,8 @@ def read_lines(path: Path, skipped: Counter[str]) -> Iterator[tuple[int, Any]]:
             try:
                 value = json.loads(raw.decode("utf-8", errors="replace"))
             except (ValueError, RecursionError):
-                skipped["invalid_json"] += 1
+                # A last line without its newline is still being written: it is read next time.
+                skipped["invalid_json" if raw.endswith(b"\n") else "unfinished_line"] += 1
                 continue
             yield number, value
 

@@ -49,3 +49,27 @@ def test_it_drops_wake_up_blocks_and_bad_lines(tmp_path: Path) -> None:
     transcript = parse_transcript(path, "jsonl")
     assert [exchange.prompt for exchange in transcript.exchanges] == ["real question"]
     assert transcript.skipped == {"invalid_json": 1, "not_an_object": 1, "wake_up": 1, "not_a_message": 1}
+
+
+def test_it_skips_an_oversize_line_and_reads_on(tmp_path: Path) -> None:
+    path = tmp_path / "big.jsonl"
+    with path.open("wb") as handle:
+        handle.write(b'{"role": "user", "text": "' + b"x" * (33 * 1024 * 1024) + b'"}\n')
+        handle.write(b'{"role": "user", "text": "after the big one"}\n')
+    transcript = parse_transcript(path, "jsonl")
+    assert [exchange.prompt for exchange in transcript.exchanges] == ["after the big one"]
+    assert transcript.exchanges[0].key == "line-1"
+    assert transcript.skipped == {"oversize_line": 1}
+
+
+def test_it_reads_a_line_still_being_written_next_time(tmp_path: Path) -> None:
+    path = tmp_path / "live.jsonl"
+    path.write_text('{"role": "user", "text": "first"}\n{"role": "assistant", "te')
+    transcript = parse_transcript(path, "jsonl")
+    assert transcript.skipped == {"unfinished_line": 1}
+    assert not transcript.exchanges[0].complete
+    with path.open("a") as handle:
+        handle.write('xt": "done"}\n')
+    transcript = parse_transcript(path, "jsonl")
+    assert transcript.skipped == {}
+    assert (transcript.exchanges[0].reply, transcript.exchanges[0].complete) == ("done", True)
