@@ -53,7 +53,7 @@ def default_roots() -> dict[str, Path]:
         "claude-code": claude / "projects",
         "pi": pi_root,
         "codex": codex_home / "sessions",
-        "opencode": data_home / "opencode" / "storage",
+        "opencode": data_home / "opencode",
     }
 
 
@@ -75,10 +75,14 @@ def detect_harness(path: Path) -> str:
     """The harness that wrote a transcript, from its content (then its location); TranscriptError if unknown."""
     path = Path(path)
     _require_file(path)
+    if _opencode().split_database_path(path) is not None:
+        return "opencode"
     if path.suffix == ".json":
         if _opencode().is_session_file(path):
             return "opencode"
         raise TranscriptError(f"{path}: not a transcript of a known harness ({', '.join(HARNESSES)})")
+    if path.suffix == ".db" and _opencode().is_database(path):
+        raise TranscriptError(f"{path}: an opencode database holds many sessions; list them with discover")
     try:
         for record in _head(path):
             found = _classify(record)
@@ -93,31 +97,39 @@ def detect_harness(path: Path) -> str:
 
 
 def discover(paths: Sequence[Path], harness: str | None = None) -> Iterator[tuple[str, Path]]:
-    """(harness, path) of every main transcript in the given files or directories, in a stable order."""
+    """(harness, path) of every main transcript in the given files or directories, in a stable order.
+
+    An opencode database yields one '<opencode.db>#<session id>' path per session; a session opencode
+    has migrated into its database is not listed again from the old JSON storage beside it.
+    """
     if harness is not None and harness not in HARNESSES:
         raise TranscriptError(f"harness {harness!r} is not one of {', '.join(HARNESSES)}")
     seen: set[Path] = set()
     for given in paths:
         given = Path(given)
         if given.is_dir():
-            for candidate in _walk(given, harness):
-                if candidate in seen:
-                    continue
-                seen.add(candidate)
-                try:
-                    found = harness or detect_harness(candidate)
-                except TranscriptError:
-                    continue
-                yield found, candidate
+            candidates = list(_walk(given, harness))
+        elif given.suffix == ".db" and harness in (None, "opencode") and _opencode().is_database(given):
+            candidates = _opencode().database_sessions(given)
         else:
-            if given in seen:
+            if given not in seen:
+                seen.add(given)
+                yield harness or detect_harness(given), given
+            continue
+        in_databases = {candidate.name.partition("#")[2] for candidate in candidates if "#" in candidate.name}
+        for candidate in candidates:
+            if candidate in seen or (in_databases and _opencode().session_id_of(candidate) in in_databases):
                 continue
-            seen.add(given)
-            yield harness or detect_harness(given), given
+            seen.add(candidate)
+            try:
+                found = harness or detect_harness(candidate)
+            except TranscriptError:
+                continue
+            yield found, candidate
 
 
 def _walk(root: Path, harness: str | None) -> Iterator[Path]:
-    """Transcript files under root: *.jsonl except subagent files, and opencode session records."""
+    """Transcript files under root: *.jsonl except subagent files, opencode session records and databases."""
     for directory, subdirectories, files in os.walk(root):
         subdirectories.sort()
         base = Path(directory)
@@ -129,13 +141,13 @@ def _walk(root: Path, harness: str | None) -> Iterator[Path]:
                 if name.startswith("agent-") and harness in (None, "claude-code") and _is_claude_subagent(candidate):
                     continue
                 yield candidate
-            elif (
-                name.endswith(".json")
-                and harness in (None, "opencode")
-                and base.parent.name == "session"
-                and not _opencode().is_child_session(candidate)
-            ):
-                yield candidate
+            elif harness not in (None, "opencode"):
+                continue
+            elif name.endswith(".json") and base.parent.name == "session":
+                if not _opencode().is_child_session(candidate):
+                    yield candidate
+            elif name.startswith("opencode") and name.endswith(".db") and _opencode().is_database(candidate):
+                yield from _opencode().database_sessions(candidate)
 
 
 def _is_claude_subagent(path: Path) -> bool:
@@ -150,6 +162,9 @@ def _opencode() -> Any:
 
 
 def _require_file(path: Path) -> None:
+    located = _opencode().split_database_path(path) if "#" in path.name else None
+    if located is not None:
+        path = located[0]
     if not path.exists():
         raise TranscriptError(f"{path}: no such file")
     if path.is_dir():

@@ -3,14 +3,18 @@
 A session is storage/session/<projectID>/<sessionID>.json; its messages are
 storage/message/<sessionID>/*.json and each message's parts storage/part/<messageID>/*.json (older
 builds: storage/part/*.json naming their messageID). The transcript path is the session file.
-Child sessions (parentID set, e.g. the task tool's subagents) are read as the parent's subagents.
-The SQLite database of current builds (opencode.db) is not read.
+Current builds keep the same records in an SQLite database (opencode.db: tables session, message,
+part with the record in a `data` JSON column); one of its sessions is named by the path
+'<opencode.db>#<session id>'. Child sessions (parentID / parent_id set, e.g. the task tool's
+subagents) are read as the parent's subagents.
 """
 
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections import Counter
+from datetime import datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -53,6 +57,15 @@ def is_session_file(path: Path) -> bool:
         return False
     record = _load(path)
     return isinstance(record, dict) and isinstance(record.get("id"), str)
+
+
+def session_id_of(path: Path) -> str | None:
+    """The id a storage session file records (None for anything else)."""
+    if path.suffix != ".json":
+        return None
+    record = _load(path)
+    identifier = record.get("id") if isinstance(record, dict) else None
+    return identifier if isinstance(identifier, str) else None
 
 
 def is_child_session(path: Path) -> bool:
@@ -98,6 +111,18 @@ class _Storage:
             return parts
         return self._flat().get(message_id, [])
 
+    def mtime(self, path: Path) -> datetime:
+        return file_mtime(path)
+
+    def children(self, path: Path, session_id: str) -> list[tuple[Path, dict[str, Any]]]:
+        """Sessions of the same project whose parentID is this one."""
+        found = []
+        for candidate in _files(path.parent):
+            record = _load(candidate)
+            if candidate != path and isinstance(record, dict) and record.get("parentID") == session_id:
+                found.append((candidate, record))
+        return found
+
     def _flat(self) -> dict[str, list[dict[str, Any]]]:
         if self._flat_parts is None:
             self._flat_parts = {}
@@ -106,6 +131,119 @@ class _Storage:
                 if isinstance(record, dict) and isinstance(record.get("messageID"), str):
                     self._flat_parts.setdefault(record["messageID"], []).append(record)
         return self._flat_parts
+
+
+class _Database:
+    """opencode's SQLite database (current builds), read-only; rows become the JSON storage's records."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.connection = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=2)
+
+    def __enter__(self) -> _Database:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.connection.close()
+
+    def rows(self, query: str, *arguments: Any) -> list[tuple[Any, ...]]:
+        try:
+            return self.connection.execute(query, arguments).fetchall()
+        except sqlite3.Error:
+            return []
+
+    def session_ids(self) -> list[str]:
+        """Main sessions (no parent), oldest first."""
+        rows = self.rows("SELECT id FROM session WHERE parent_id IS NULL ORDER BY time_created, id")
+        return [row[0] for row in rows if _usable_id(row[0])]
+
+    def session(self, session_id: str) -> dict[str, Any] | None:
+        rows = self.rows("SELECT id, parent_id, directory, version FROM session WHERE id = ?", session_id)
+        if not rows:
+            return None
+        identifier, parent, directory, version = rows[0]
+        return {"id": identifier, "parentID": parent, "directory": directory, "version": version}
+
+    def mtime(self, path: Path) -> datetime:
+        return file_mtime(self.path)
+
+    def children(self, path: Path, session_id: str) -> list[tuple[Path, dict[str, Any]]]:
+        found = []
+        query = "SELECT id FROM session WHERE parent_id = ? ORDER BY time_created, id"
+        for (child_id,) in self.rows(query, session_id):
+            record = self.session(child_id) if _usable_id(child_id) else None
+            if record is not None:
+                found.append((database_session_path(self.path, child_id), record))
+        return found
+
+    def messages(self, session_id: str, skipped: Counter[str]) -> list[dict[str, Any]]:
+        query = "SELECT id, data FROM message WHERE session_id = ? ORDER BY time_created, id"
+        return self._records(self.rows(query, session_id), skipped)
+
+    def parts(self, message_id: str, skipped: Counter[str]) -> list[dict[str, Any]]:
+        query = "SELECT id, data FROM part WHERE message_id = ? ORDER BY id"
+        return self._records(self.rows(query, message_id), skipped)
+
+    @staticmethod
+    def _records(rows: list[tuple[Any, ...]], skipped: Counter[str]) -> list[dict[str, Any]]:
+        records = []
+        for identifier, data in rows:
+            record = None
+            if isinstance(data, str | bytes) and len(data) <= _MAX_RECORD_BYTES:
+                try:
+                    record = json.loads(data)
+                except (ValueError, RecursionError):
+                    record = None
+            if isinstance(record, dict) and isinstance(identifier, str):
+                records.append({**record, "id": identifier})
+            else:
+                skipped["invalid_json"] += 1
+        return records
+
+
+def _usable_id(value: Any) -> bool:
+    """A session id that can name a path component (hostile databases hold anything)."""
+    return (
+        isinstance(value, str)
+        and 0 < len(value) <= 200
+        and not any(character in value for character in "/\\\x00")
+        and value not in (".", "..")
+    )
+
+
+def database_session_path(database: Path, session_id: str) -> Path:
+    """The path naming one session of an opencode database: '<database>#<session id>'."""
+    return database.with_name(f"{database.name}#{session_id}")
+
+
+def split_database_path(path: Path) -> tuple[Path, str] | None:
+    """(database, session id) for a '<database>#<session id>' path, else None."""
+    name, separator, session_id = path.name.partition("#")
+    if not separator or not name.endswith(".db") or not session_id:
+        return None
+    return path.with_name(name), session_id
+
+
+def is_database(path: Path) -> bool:
+    """True for an SQLite file with opencode's session, message and part tables."""
+    try:
+        with path.open("rb") as handle:
+            if handle.read(16) != b"SQLite format 3\x00":
+                return False
+        with _Database(path) as database:
+            tables = {row[0] for row in database.rows("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except (OSError, sqlite3.Error):
+        return False
+    return {"session", "message", "part"} <= tables
+
+
+def database_sessions(path: Path) -> list[Path]:
+    """The main sessions of an opencode database, as '<database>#<session id>' paths."""
+    try:
+        with _Database(path) as database:
+            return [database_session_path(path, session_id) for session_id in database.session_ids()]
+    except sqlite3.Error:
+        return []
 
 
 def _created(record: dict[str, Any]) -> tuple[float, str]:
@@ -117,27 +255,36 @@ def _created(record: dict[str, Any]) -> tuple[float, str]:
 
 
 def parse(path: Path) -> Transcript:
-    """An opencode session with its child sessions as subagents."""
-    return _parse(path, _Storage(path.parent.parent.parent), depth=0)
+    """An opencode session (a storage session file, or '<opencode.db>#<session id>') with its children."""
+    located = split_database_path(path)
+    if located is not None:
+        database, session_id = located
+        with _Database(database) as source:
+            return _parse(path, source, source.session(session_id), depth=0)
+    storage = _Storage(path.parent.parent.parent)
+    record = _load(path)
+    return _parse(path, storage, record if isinstance(record, dict) else None, depth=0)
 
 
-def _parse(path: Path, storage: _Storage, *, depth: int) -> Transcript:
+def _parse(path: Path, source: _Storage | _Database, session: dict[str, Any] | None, *, depth: int) -> Transcript:
     skipped: Counter[str] = Counter()
     stats: Counter[str] = Counter()
-    record = _load(path)
-    session = record if isinstance(record, dict) else {}
-    if not session:
+    if session is None:
         skipped["invalid_json"] += 1
+        session = {}
     session_id = clean_tag(session.get("id")) or clean_tag(path.stem.removeprefix("ses_"))
     raw_id = session.get("id") if isinstance(session.get("id"), str) else None
     turns: list[Turn] = []
     if raw_id is not None and "/" not in raw_id and raw_id not in (".", ".."):
-        for number, message in enumerate(storage.messages(raw_id, skipped)):
+        for number, message in enumerate(source.messages(raw_id, skipped)):
             stats["messages"] += 1
-            guarded(skipped, path, number, partial(_message, message, storage, turns, skipped, stats))
-    exchanges = finish_turns(without_bare_commands(turns, skipped), file_mtime(path))
+            guarded(skipped, path, number, partial(_message, message, source, turns, skipped, stats))
+    exchanges = finish_turns(without_bare_commands(turns, skipped), source.mtime(path))
     parent = clean_tag(session.get("parentID"))
-    subagents = _children(path, raw_id, storage, depth) if depth < 3 else []
+    subagents = []
+    if depth < 3 and raw_id is not None:
+        for child_path, child in source.children(path, raw_id):
+            subagents.append(_parse(child_path, source, child, depth=depth + 1))
     version = clean_optional(session.get("version"))
     return Transcript(
         harness=HARNESS,
@@ -155,19 +302,12 @@ def _parse(path: Path, storage: _Storage, *, depth: int) -> Transcript:
     )
 
 
-def _children(path: Path, session_id: str | None, storage: _Storage, depth: int) -> list[Transcript]:
-    if session_id is None:
-        return []
-    children = []
-    for candidate in _files(path.parent):
-        record = _load(candidate)
-        if candidate != path and isinstance(record, dict) and record.get("parentID") == session_id:
-            children.append(_parse(candidate, storage, depth=depth + 1))
-    return children
-
-
 def _message(
-    message: dict[str, Any], storage: _Storage, turns: list[Turn], skipped: Counter[str], stats: Counter[str]
+    message: dict[str, Any],
+    storage: _Storage | _Database,
+    turns: list[Turn],
+    skipped: Counter[str],
+    stats: Counter[str],
 ) -> None:
     message_id = message.get("id")
     if not isinstance(message_id, str) or "/" in message_id or message_id in (".", ".."):

@@ -58,7 +58,7 @@ def test_it_finds_each_harness_under_its_configured_root(monkeypatch: pytest.Mon
         "claude-code": tmp_path / ".claude" / "projects",
         "pi": tmp_path / ".pi" / "agent" / "sessions",
         "codex": tmp_path / ".codex" / "sessions",
-        "opencode": tmp_path / ".local" / "share" / "opencode" / "storage",
+        "opencode": tmp_path / ".local" / "share" / "opencode",
     }
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "cc"))
     monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path / "pi"))
@@ -68,7 +68,7 @@ def test_it_finds_each_harness_under_its_configured_root(monkeypatch: pytest.Mon
     assert roots["claude-code"] == tmp_path / "cc" / "projects"
     assert roots["pi"] == tmp_path / "pi" / "sessions"
     assert roots["codex"] == tmp_path / "codex" / "sessions"
-    assert roots["opencode"] == tmp_path / "data" / "opencode" / "storage"
+    assert roots["opencode"] == tmp_path / "data" / "opencode"
     monkeypatch.setenv("PI_CODING_AGENT_SESSION_DIR", str(tmp_path / "pi-sessions"))
     assert default_roots()["pi"] == tmp_path / "pi-sessions"
     assert set(roots) <= set(HARNESSES)

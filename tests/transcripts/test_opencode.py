@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from palace.transcripts import detect_harness, discover, parse_transcript
+from palace.transcripts import TranscriptError, detect_harness, discover, parse_transcript
 from tests.transcripts.helpers import SAMPLES, sample
 
 TREES = "opencode/jazzyalex-agent-sessions"
@@ -90,3 +91,86 @@ def test_it_reads_a_child_session_as_a_subagent(tmp_path: Path) -> None:
     assert child.parent_session_id == "ses_parent"
     assert child.agent_id == child.session_id == "ses_child"
     assert child.exchanges[0].reply == "$5"
+
+
+# The tables of opencode's current SQLite storage (packages/opencode/src/session/session.sql.ts), the
+# columns the parser reads plus the NOT NULL ones around them.
+SCHEMA = """
+CREATE TABLE session (id TEXT PRIMARY KEY, project_id TEXT NOT NULL, parent_id TEXT, slug TEXT NOT NULL,
+    directory TEXT NOT NULL, title TEXT NOT NULL, version TEXT NOT NULL, time_created INTEGER NOT NULL,
+    time_updated INTEGER NOT NULL);
+CREATE TABLE message (id TEXT PRIMARY KEY, session_id TEXT NOT NULL, time_created INTEGER NOT NULL,
+    time_updated INTEGER NOT NULL, data TEXT NOT NULL);
+CREATE TABLE part (id TEXT PRIMARY KEY, message_id TEXT NOT NULL, session_id TEXT NOT NULL,
+    time_created INTEGER NOT NULL, time_updated INTEGER NOT NULL, data TEXT NOT NULL);
+"""
+
+
+def opencode_database(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    connection = sqlite3.connect(path)
+    connection.executescript(SCHEMA)
+    sessions = [("ses_1", None, 1_770_000_000_000), ("ses_2", "ses_1", 1_770_000_050_000)]
+    for session_id, parent, created in sessions:
+        connection.execute(
+            "INSERT INTO session VALUES (?, 'proj', ?, 'slug', '/code/shop', 'title', '1.4.0', ?, ?)",
+            (session_id, parent, created, created),
+        )
+    messages = [
+        ("msg_1", "ses_1", 1_770_000_001_000, {"role": "user", "time": {"created": 1_770_000_001_000}}),
+        ("msg_2", "ses_1", 1_770_000_002_000, {"role": "assistant", "time": {"created": 1, "completed": 2}}),
+        ("msg_3", "ses_2", 1_770_000_051_000, {"role": "user", "time": {"created": 1_770_000_051_000}}),
+        ("msg_4", "ses_2", 1_770_000_052_000, {"role": "assistant", "finish": "stop"}),
+    ]
+    for message_id, session_id, created, data in messages:
+        connection.execute(
+            "INSERT INTO message VALUES (?, ?, ?, ?, ?)", (message_id, session_id, created, created, json.dumps(data))
+        )
+    parts = [
+        ("prt_1", "msg_1", "ses_1", {"type": "text", "text": "Add a discount field"}),
+        ("prt_2", "msg_2", "ses_1", {"type": "reasoning", "text": "hm"}),
+        ("prt_3", "msg_2", "ses_1", {"type": "tool", "callID": "c1", "tool": "edit",
+                                     "state": {"status": "completed", "input": {"filePath": "shop.py"},
+                                               "output": "Edit applied"}}),
+        ("prt_4", "msg_2", "ses_1", {"type": "text", "text": "Added."}),
+        ("prt_5", "msg_2", "ses_1", "{broken"),
+        ("prt_6", "msg_3", "ses_2", {"type": "text", "text": "Check the tests"}),
+        ("prt_7", "msg_4", "ses_2", {"type": "text", "text": "Green."}),
+    ]  # fmt: skip
+    for part_id, message_id, session_id, data in parts:
+        payload = data if isinstance(data, str) else json.dumps(data)
+        connection.execute("INSERT INTO part VALUES (?, ?, ?, 0, 0, ?)", (part_id, message_id, session_id, payload))
+    connection.commit()
+    connection.close()
+    return path
+
+
+def test_it_reads_sessions_from_opencodes_sqlite_database(tmp_path: Path) -> None:
+    data_dir = tmp_path / "opencode"
+    database = opencode_database(data_dir / "opencode.db")
+    # opencode migrated its JSON storage into the database: the old copy of ses_1 is not listed twice
+    write(data_dir / "storage" / "session" / "proj" / "ses_1.json", {"id": "ses_1", "directory": "/code/shop"})
+    write(data_dir / "storage" / "session" / "proj" / "ses_old.json", {"id": "ses_old", "directory": "/code/x"})
+    found = list(discover([data_dir]))
+    main = database.with_name("opencode.db#ses_1")
+    assert found == [("opencode", main), ("opencode", data_dir / "storage" / "session" / "proj" / "ses_old.json")]
+    assert list(discover([database])) == [("opencode", main)]
+    with pytest.raises(TranscriptError, match="an opencode database holds many sessions"):
+        parse_transcript(database)
+    transcript = parse_transcript(main)
+    assert transcript.session_id == "ses_1"
+    assert transcript.cwd == "/code/shop"
+    assert transcript.version == "1.4.0"
+    (exchange,) = transcript.exchanges
+    assert exchange.key == "msg_1"
+    assert exchange.prompt == "Add a discount field"
+    assert exchange.reply == "[tool edit: shop.py] -> Edit applied\n\nAdded."
+    assert exchange.started_at.isoformat() == "2026-02-02T02:40:01+00:00"
+    assert exchange.complete
+    assert transcript.skipped == {"thinking": 1, "invalid_json": 1}
+    (child,) = transcript.subagents
+    assert child.path == database.with_name("opencode.db#ses_2")
+    assert (child.parent_session_id, child.agent_id) == ("ses_1", "ses_2")
+    assert [(item.prompt, item.reply) for item in child.exchanges] == [("Check the tests", "Green.")]
+    with pytest.raises(TranscriptError, match="no such file"):
+        parse_transcript(tmp_path / "missing.db#ses_1")

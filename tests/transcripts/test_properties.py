@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from palace.transcripts import (
     WAKE_UP_CLOSE,
     WAKE_UP_OPEN,
     Transcript,
+    discover,
     exchange_texts,
     parse_transcript,
     project_name,
@@ -245,3 +247,42 @@ def test_it_drops_every_wake_up_block_whatever_surrounds_it(prompt: str, reply: 
         assert_transcript_safe(transcript)
         for exchange in transcript.exchanges:
             assert secret not in exchange.prompt + exchange.reply
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    messages=st.lists(st.tuples(line, st.lists(line, max_size=3)), max_size=4),
+    session_ids=st.lists(hostile_text, max_size=3),
+)
+def test_it_never_raises_on_any_opencode_database_row(
+    messages: list[tuple[str | bytes, list[str | bytes]]], session_ids: list[str]
+) -> None:
+    with tempfile.TemporaryDirectory() as directory:
+        database = Path(directory) / "opencode.db"
+        connection = sqlite3.connect(database)
+        connection.executescript(
+            "CREATE TABLE session (id, parent_id, directory, version, time_created);"
+            "CREATE TABLE message (id, session_id, time_created, data);"
+            "CREATE TABLE part (id, message_id, data);"
+        )
+        for session_id in ["ses_1", *session_ids]:
+            encoded = session_id.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+            connection.execute("INSERT INTO session VALUES (?, NULL, '/w/x', '1', 0)", (encoded,))
+        for number, (message, parts) in enumerate(messages):
+            connection.execute("INSERT INTO message VALUES (?, 'ses_1', ?, ?)", (f"m{number}", number, _blob(message)))
+            for index, part in enumerate(parts):
+                connection.execute("INSERT INTO part VALUES (?, ?, ?)", (f"p{index}", f"m{number}", _blob(part)))
+        connection.commit()
+        connection.close()
+        for harness, path in discover([Path(directory)]):
+            assert harness == "opencode"
+            assert_transcript_safe(parse_transcript(path))
+
+
+def _blob(value: str | bytes) -> str | bytes:
+    """A row value as SQLite would hold it: text when it is valid UTF-8, else the raw bytes."""
+    data = value if isinstance(value, bytes) else value.encode("utf-8", "surrogatepass")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data
