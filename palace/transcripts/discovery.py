@@ -33,6 +33,9 @@ _CLAUDE_TYPES = {
     "permission-mode",
     "last-prompt",
 }
+# Line types only Claude Code writes (a file can open with many of them before any message).
+_CLAUDE_BOOKKEEPING = {"file-history-snapshot", "queue-operation", "last-prompt", "permission-mode"}
+_CODEX_BARE_ITEMS = {"message", "function_call", "function_call_output", "reasoning"}
 _SNIFF_LINES = 50
 _SNIFF_BYTES = 4 * 1024 * 1024
 
@@ -197,11 +200,14 @@ def _classify(record: dict[str, Any]) -> str | None:
         return "pi"
     if kind in _CODEX_TYPES and "payload" in record:
         return "codex"
-    if "record_type" in record:
-        return "codex"
+    if "record_type" in record or (kind in _CODEX_BARE_ITEMS and isinstance(record.get("content"), list)):
+        return "codex"  # a rollout from before the envelope (bare items)
+    if kind in _CLAUDE_BOOKKEEPING:
+        return "claude-code"
     if kind in _CLAUDE_TYPES and any(key in record for key in ("sessionId", "uuid", "message", "leafUuid")):
         return "claude-code"
-    if kind is None and record.get("role") in ("user", "assistant") and ("text" in record or "content" in record):
+    text = record.get("text") if "text" in record else record.get("content")
+    if record.get("role") in ("user", "assistant") and isinstance(text, str) and "payload" not in record:
         return "jsonl"
     return None
 

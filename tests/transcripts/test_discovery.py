@@ -89,3 +89,20 @@ def test_it_imports_without_django_or_the_rest_of_palace() -> None:
     assert not [name for name in loaded if not name.startswith("palace.transcripts") and name != "palace"], loaded
     assert "palace.transcripts.pi" in loaded
     assert "palace.transcripts.claude_code" not in loaded  # parsers load on first use
+
+
+@pytest.mark.parametrize(
+    ("first_lines", "harness"),
+    [
+        ([{"type": "file-history-snapshot", "messageId": "m", "snapshot": {}}] * 60, "claude-code"),
+        ([{"type": "summary", "summary": "Title", "leafUuid": "u"}], "claude-code"),
+        ([{"type": "session", "version": 3, "id": "s", "cwd": "/w"}], "pi"),
+        ([{"type": "message", "timestamp": "t", "message": {"role": "user", "content": "hi"}}], "pi"),
+        ([{"timestamp": "t", "type": "turn_context", "payload": {"model": "gpt-5"}}], "codex"),
+        ([{"id": "t", "timestamp": "t"}, {"type": "message", "role": "user", "content": []}], "codex"),
+        ([{"type": "message", "role": "user", "text": "hi"}], "jsonl"),
+        (["not json", {"role": "assistant", "content": "hello"}], "jsonl"),
+    ],
+)
+def test_it_tells_harnesses_apart_by_their_first_lines(tmp_path: Path, first_lines: list, harness: str) -> None:
+    assert detect_harness(write_jsonl(tmp_path / "session.jsonl", first_lines)) == harness
