@@ -8,6 +8,7 @@ sibling agent-<id>.jsonl files (2.0.x) and <session>/subagents/agent-<id>.jsonl 
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from datetime import datetime
 from functools import partial
@@ -445,9 +446,8 @@ def _subagent_files(path: Path, session_id: str | None, referenced: list[str]) -
             if candidate.is_file():
                 found[candidate] = None
         if session_id is not None:
-            for candidate in sorted(path.parent.glob("agent-*.jsonl")):
-                if candidate not in found and _first_session_id(candidate) == session_id:
-                    found[candidate] = None
+            for candidate in _agent_files_by_parent(path.parent).get(session_id, []):
+                found.setdefault(candidate, None)
     except OSError:
         pass
     transcripts: list[Transcript] = []
@@ -459,8 +459,66 @@ def _subagent_files(path: Path, session_id: str | None, referenced: list[str]) -
     return transcripts
 
 
+# directory -> (mtime_ns, {parent session: its agent files}, files whose first line was not written yet),
+# rebuilt when a file is added or removed; the unsettled files are looked at again every time.
+_AGENT_FILES: dict[Path, tuple[int, dict[str, list[Path]], list[Path]]] = {}
+
+
+def _agent_files_by_parent(directory: Path) -> dict[str, list[Path]]:
+    """The 2.0.x agent-<id>.jsonl files of a project directory, grouped by the session they belong to."""
+    try:
+        stamp = directory.stat().st_mtime_ns
+    except OSError:
+        return {}
+    cached = _AGENT_FILES.get(directory)
+    if cached is not None and cached[0] == stamp:
+        _, grouped, unsettled = cached
+        candidates, unsettled[:] = list(unsettled), []
+    else:
+        grouped, unsettled = {}, []
+        try:
+            names = sorted(
+                entry.name
+                for entry in os.scandir(directory)
+                if entry.name.startswith("agent-") and entry.name.endswith(".jsonl")
+            )
+        except OSError:
+            names = []
+        candidates = [directory / name for name in names]
+        if len(_AGENT_FILES) > 10_000:
+            _AGENT_FILES.clear()
+        _AGENT_FILES[directory] = (stamp, grouped, unsettled)
+    for candidate in candidates:
+        parent = _first_session_id(candidate)
+        if parent is None:
+            unsettled.append(candidate)
+        else:
+            grouped.setdefault(parent, []).append(candidate)
+    return grouped
+
+
+# agent file -> (size, mtime_ns, its parent session): a project directory of the 2.0.x layout holds
+# every session's agent files side by side, and each session would otherwise re-read all of them.
+_PARENT_OF_AGENT_FILE: dict[Path, tuple[int, int, str | None]] = {}
+
+
 def _first_session_id(path: Path) -> str | None:
     """The sessionId of a file's first JSON line (a 2.0.x subagent file names its parent session there)."""
+    try:
+        status = path.stat()
+    except OSError:
+        return None
+    cached = _PARENT_OF_AGENT_FILE.get(path)
+    if cached is not None and cached[:2] == (status.st_size, status.st_mtime_ns):
+        return cached[2]
+    if len(_PARENT_OF_AGENT_FILE) > 100_000:
+        _PARENT_OF_AGENT_FILE.clear()
+    found = _read_first_session_id(path)
+    _PARENT_OF_AGENT_FILE[path] = (status.st_size, status.st_mtime_ns, found)
+    return found
+
+
+def _read_first_session_id(path: Path) -> str | None:
     try:
         with path.open("rb") as handle:
             for _, raw in bounded_lines(handle, 1024 * 1024):

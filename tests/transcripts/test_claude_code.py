@@ -468,3 +468,16 @@ def test_it_starts_a_turn_for_a_queued_prompt_once(tmp_path: Path) -> None:
     assert [exchange.prompt for exchange in transcript.exchanges] == ["Rename the module", "Also update the README"]
     assert transcript.skipped["duplicate"] == 1
     assert transcript.exchanges[1].reply == "Renamed, and the README says b.py now."
+
+
+def test_it_finds_a_2_0_agent_file_whose_first_line_came_late(tmp_path: Path) -> None:
+    main = session_file(tmp_path, [user("Start an agent"), assistant("m1", text("Started."), stop_reason="end_turn")])
+    agent = main.parent / "agent-5eed5eed.jsonl"
+    agent.write_text("")  # created by Claude Code, not yet written
+    assert parse_transcript(main).subagents == []
+    stamp = main.parent.stat().st_mtime_ns
+    write_jsonl(agent, [user("Look around", agentId="5eed5eed", isSidechain=True)])
+    assert main.parent.stat().st_mtime_ns == stamp  # nothing tells the directory listing apart
+    (subagent,) = parse_transcript(main).subagents
+    assert subagent.agent_id == "5eed5eed"
+    assert subagent.exchanges[0].prompt == "Look around"
