@@ -156,6 +156,11 @@ def is_slash_command_only(prompt: str) -> bool:
 
 def one_line(text: str, limit: int) -> str:
     """Text on one line, cut to about limit characters with a marker saying how much was left out."""
+    if len(text) > 4 * limit + 64:
+        # Only the head is shown: flatten that, not a multi-megabyte tool output.
+        head = " ".join(text[: 4 * limit].split())
+        if len(head) > limit:
+            return f"{head[:limit]}… [+{len(text) - limit} chars]"
     flat = " ".join(text.split())
     if len(flat) <= limit:
         return flat
@@ -480,10 +485,10 @@ def exchange_texts(exchange: Exchange, *, max_bytes: int = 32 * 1024) -> list[st
     """The memory text(s) of one exchange, split at turn then line then space boundaries to fit max_bytes."""
     if max_bytes < 64:
         raise ValueError("max_bytes must be at least 64")
-    segments = [("User: ", exchange.prompt.strip() or IMAGE_PLACEHOLDER)]
-    reply = exchange.reply.strip()
-    if reply:
-        segments.append(("Assistant: ", reply))
+    turns = (("User: ", exchange.prompt), ("Assistant: ", exchange.reply))
+    segments = [(label, body.strip()) for label, body in turns if body.strip()]
+    if not segments:
+        return ["User:"]
     whole = "\n\n".join(label + body for label, body in segments)
     if _size(whole) <= max_bytes:
         return [whole]

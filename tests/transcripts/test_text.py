@@ -99,3 +99,8 @@ def test_it_always_gives_a_valid_room(cwd: str | None) -> None:
     assert room == room.strip()
     assert "\x00" not in room
     room.encode("utf-8")
+
+
+def test_it_labels_only_the_turns_that_have_text() -> None:
+    assert exchange_texts(exchange("", "An answer with no prompt text")) == ["Assistant: An answer with no prompt text"]
+    assert exchange_texts(exchange(" ", "")) == ["User:"]
