@@ -1,4 +1,4 @@
-"""Bearer-token access to the HTTP routes that reach the palace: /mcp, /ingest, /export and /metrics.
+"""Bearer-token access to the HTTP routes that reach the palace: /mcp, /ingest, /export, /metrics, /feed, /wake-up.
 
 An ASGI wrapper, so it covers the MCP transport and Django's routes alike; it runs after the host guard.
 The authenticated identity travels in the ASGI scope (SCOPE_KEY), where the MCP tools and the Django
@@ -27,8 +27,8 @@ logger = logging.getLogger(__name__)
 
 
 SCOPE_KEY = "palazzo.token"
-PROTECTED_PREFIXES = ("/mcp", "/ingest", "/export", "/metrics")
-WRITE_ROUTES = (("POST", "/ingest"),)
+PROTECTED_PREFIXES = ("/mcp", "/ingest", "/export", "/metrics", "/feed", "/wake-up")
+WRITE_ROUTES = (("POST", "/ingest"), ("POST", "/feed"))
 
 
 @functools.lru_cache(maxsize=64)

@@ -60,6 +60,7 @@ class Part:
     """One memory to be: an exchange, or a part of one past 32 KB."""
 
     key: str
+    part: int
     text: str
     timestamp: str
 
@@ -137,7 +138,7 @@ def parts(transcript: Transcript, *, final: bool) -> tuple[list[Part], int]:
         texts = exchange_texts(exchange)
         for number, text in enumerate(texts):
             key = exchange.key if number == 0 else f"{exchange.key}#{number}"
-            result.append(Part(key=_fit(key, MAX_KEY_CHARS), text=text, timestamp=stamp))
+            result.append(Part(key=_fit(key, MAX_KEY_CHARS), part=number, text=text, timestamp=stamp))
     return result, held
 
 
@@ -162,11 +163,11 @@ def feed_transcript(
     dry_run: bool = False,
     batch_size: int = FEED_BATCH,
     should_stop: Callable[[], bool] | None = None,
-    _parent: Transcript | None = None,
+    parent: Transcript | None = None,
 ) -> FeedReport:
     """Feed a parsed transcript and its subagents; safe to repeat (already fed exchanges store nothing)."""
     session = _fit(transcript.session_id, MAX_TAG_CHARS) if transcript.session_id else None
-    room = project_name(transcript.cwd or (_parent.cwd if _parent else None))
+    room = project_name(transcript.cwd or (parent.cwd if parent else None))
     report = FeedReport(harness=transcript.harness, path=str(transcript.path), session=session, room=room)
     report.exchanges = len(transcript.exchanges)
     if not transcript.worth_keeping:
@@ -178,7 +179,7 @@ def feed_transcript(
         state, _created = FedTranscript.objects.get_or_create(
             harness=transcript.harness,
             device=destination.device,
-            path=_state_path(transcript, _parent),
+            path=_state_path(transcript, parent),
             defaults={
                 "session": session or "",
                 "parent_session": _fit(transcript.parent_session_id or "", MAX_TAG_CHARS),
@@ -187,7 +188,7 @@ def feed_transcript(
         )
     else:
         state = FedTranscript.objects.filter(
-            harness=transcript.harness, device=destination.device, path=_state_path(transcript, _parent)
+            harness=transcript.harness, device=destination.device, path=_state_path(transcript, parent)
         ).first()
     known = {row.key: row for row in FedExchange.objects.filter(transcript=state)} if state and state.pk else {}
     base = {
@@ -219,9 +220,7 @@ def feed_transcript(
             report.status, report.reason = "failed", str(exc)
             _record_error(state, str(exc))
             break
-        _record_progress(
-            state, sum(1 for exchange in transcript.exchanges if _fit(exchange.key, MAX_KEY_CHARS) in known)
-        )
+        _record_progress(state)
     if dry_run:
         report.status = "dry-run"
     elif report.status == "fed" and not (report.stored or report.superseded or report.duplicates):
@@ -238,7 +237,7 @@ def feed_transcript(
             dry_run=dry_run,
             batch_size=batch_size,
             should_stop=should_stop,
-            _parent=transcript,
+            parent=transcript,
         )
         report.subagents.append(child)
         if child.status in ("stopped", "failed"):
@@ -269,7 +268,11 @@ def _store(
         else:  # the same text is in the palace already (fed from another copy of the file, or stored by hand)
             report.duplicates += 1
         row = FedExchange(
-            transcript=state, key=part.key, memory_id=outcome["memory"]["id"], text_hash=text_hash(part.text)
+            transcript=state,
+            key=part.key,
+            part=part.part,
+            memory_id=outcome["memory"]["id"],
+            text_hash=text_hash(part.text),
         )
         rows.append(row)
         known[part.key] = row
@@ -309,7 +312,8 @@ def _supersede(
     FedTranscript.objects.filter(pk=state.pk).update(memories_superseded=state.memories_superseded)
 
 
-def _record_progress(state: FedTranscript, exchanges: int) -> None:
+def _record_progress(state: FedTranscript) -> None:
+    exchanges = FedExchange.objects.filter(transcript=state, part=0).count()
     FedTranscript.objects.filter(pk=state.pk).update(last_fed_at=timezone.now(), exchanges_fed=exchanges)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -16,7 +17,7 @@ logger = logging.getLogger(__name__)
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 # A fixed set of route labels: raw paths would let any client create unbounded series.
-ROUTES = ("/mcp", "/ingest", "/export", "/metrics", "/healthz", "/admin", "/api")
+ROUTES = ("/mcp", "/ingest", "/export", "/metrics", "/healthz", "/admin", "/api", "/feed", "/wake-up")
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
@@ -42,6 +43,21 @@ MEMORIES = Gauge("palazzo_memories", "Memories in the palace (all, or current: n
 JOURNAL_PENDING = Gauge("palazzo_journal_pending", "Journal entries written but not yet applied to the store.")
 STORE_UP = Gauge("palazzo_store_up", "1 when the last scrape could read the store, else 0.")
 INDEX_BUILDING = Gauge("palazzo_search_index_building", "1 while the store builds its search index, else 0.")
+FEED_SESSIONS = Gauge("palazzo_feed_sessions", "Transcript sessions fed, by harness and device.", ["harness", "device"])
+FEED_EXCHANGES = Gauge(
+    "palazzo_feed_exchanges", "Transcript exchanges fed, by harness and device.", ["harness", "device"]
+)
+FEED_LAST = Gauge(
+    "palazzo_feed_last_fed_timestamp_seconds",
+    "When a transcript was last fed, by harness and device.",
+    ["harness", "device"],
+)
+FEED_FAILING = Gauge(
+    "palazzo_feed_last_error_timestamp_seconds",
+    "When feeding last failed (0: never), by harness and device.",
+    ["harness", "device"],
+)
+FEED_QUEUED = Gauge("palazzo_feed_queued", "Transcripts waiting in the hook spool (failed ones included).")
 
 
 def route_label(path: str) -> str:
@@ -74,7 +90,24 @@ def render() -> bytes:
         MEMORIES.labels("all").set(status["total"])
         MEMORIES.labels("current").set(status["current"])
         INDEX_BUILDING.set(1 if status["search_index"]["building"] else 0)
+        _feeding_gauges(status["feeding"])
     return generate_latest()
+
+
+def _seconds(moment: str | None) -> float:
+    from palace.timefmt import parse_rfc3339
+
+    return parse_rfc3339(moment).timestamp() if moment else 0.0
+
+
+def _feeding_gauges(feeding: dict[str, Any]) -> None:
+    for source in feeding["sources"]:
+        labels = (source["harness"], source["device"])
+        FEED_SESSIONS.labels(*labels).set(source["sessions"])
+        FEED_EXCHANGES.labels(*labels).set(source["exchanges"])
+        FEED_LAST.labels(*labels).set(_seconds(source["last_fed_at"]))
+        FEED_FAILING.labels(*labels).set(_seconds(source["last_error_at"]))
+    FEED_QUEUED.set(feeding["queued"] + feeding["failed_waiting_for_retry"])
 
 
 class RequestMetrics:

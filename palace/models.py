@@ -145,6 +145,7 @@ class FedExchange(models.Model):
 
     transcript = models.ForeignKey(FedTranscript, on_delete=models.CASCADE, related_name="exchanges")
     key = models.CharField(max_length=200, help_text="The exchange's stable key in its transcript, #part when split.")
+    part = models.PositiveSmallIntegerField(default=0, help_text="0, or which part of an exchange split past 32 KB.")
     memory_id = models.BigIntegerField()
     text_hash = models.CharField(max_length=64)
     fed_at = models.DateTimeField(auto_now=True)

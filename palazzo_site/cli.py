@@ -3,7 +3,8 @@
 `palazzo <command>` runs the management command of that name (`palazzo serve`, `palazzo runmcp`,
 `palazzo feed`, `palazzo install-hooks` ...; dashes stand for underscores), as `manage.py` does.
 `palazzo hook` is what a harness runs on every session event: it must answer within a few hundred
-milliseconds, so it imports only the standard library (palazzo_site.hook) and never Django.
+milliseconds, so it imports only the standard library (palazzo_site.hook) and never Django;
+`palazzo install-hooks` edits a harness's settings file and needs no Django either.
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ def main(argv: list[str] | None = None) -> int:
         from palazzo_site.hook import main as hook_main
 
         return hook_main(args[1:])
+    if args and args[0] == "install-hooks":
+        from palazzo_site.install_hooks import main as install_main
+
+        return install_main(args[1:])
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "palazzo_site.settings")
     from django.core.management import execute_from_command_line
 
