@@ -173,17 +173,17 @@ class _Rollout:
 
     def _message(self, number: int, payload: dict[str, Any], timestamp: Any) -> None:
         role = payload.get("role")
-        text = _content_text(payload.get("content"), self.skipped)
         if role == "assistant":
             turn = self.current
             if turn is None:
                 self.skipped["orphan_item"] += 1
                 return
             self.stats["assistant_lines"] += 1
-            cleaned, wake_ups = strip_wake_up(text)
+            cleaned, wake_ups = strip_wake_up(_content_text(payload.get("content"), self.skipped))
             self.skipped["wake_up"] += wake_ups
             turn.add_text(cleaned, clean_tag(payload.get("id")) or f"line-{number}")
         elif role == "user" and not self.prompts_from_events:
+            text = _content_text(payload.get("content"), self.skipped)
             if text.lstrip().startswith(_SCAFFOLDING_PREFIXES):
                 self.skipped["scaffolding"] += 1
             else:
