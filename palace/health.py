@@ -43,4 +43,13 @@ def health() -> dict[str, Any]:
     embedder, store = _palace()
     parts = {"database": database, "store": store, "embedder": embedder}
     overall = "ok" if all(part["status"] == "ok" for part in parts.values()) else "degraded"
-    return {"status": overall, "version": __version__, **parts}
+    return {"status": overall, "version": __version__, **parts, "feeding": _feeding()}
+
+
+def _feeding() -> dict[str, Any]:
+    from palace.feedstatus import feeding_status
+
+    try:
+        return feeding_status()
+    except Exception as exc:  # health must answer even when the database does not
+        return {"error": str(exc)[:300]}
