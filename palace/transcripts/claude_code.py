@@ -114,15 +114,16 @@ class _Conversation:
             self.version = version
 
     def _user(self, number: int, record: dict[str, Any]) -> None:
-        if record.get("isMeta") is True:
-            self.skipped["meta"] += 1
-            return
         if record.get("isCompactSummary") is True or record.get("isVisibleInTranscriptOnly") is True:
             self.skipped["compact_summary"] += 1
             return
         message = record.get("message")
         if not isinstance(message, dict):
             self.skipped["malformed"] += 1
+            return
+        if record.get("isMeta") is True and not _has_tool_result(message.get("content")):
+            # Harness text (command bodies, caveats, skill text); a tool result flagged meta still pairs.
+            self.skipped["meta"] += 1
             return
         result = record.get("toolUseResult")
         if isinstance(result, dict):
@@ -239,6 +240,12 @@ class _Conversation:
             self.skipped["wake_up"] += 1
             return
         self.skipped["system"] += 1
+
+
+def _has_tool_result(content: Any) -> bool:
+    return isinstance(content, list) and any(
+        isinstance(block, dict) and block.get("type") == "tool_result" for block in content
+    )
 
 
 def _user_content(content: Any, skipped: Counter[str]) -> tuple[list[str], list[tuple[str | None, str, bool]]]:

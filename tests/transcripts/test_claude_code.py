@@ -481,3 +481,21 @@ def test_it_finds_a_2_0_agent_file_whose_first_line_came_late(tmp_path: Path) ->
     (subagent,) = parse_transcript(main).subagents
     assert subagent.agent_id == "5eed5eed"
     assert subagent.exchanges[0].prompt == "Look around"
+
+
+def test_it_pairs_a_tool_result_even_on_a_line_flagged_meta(tmp_path: Path) -> None:
+    path = session_file(
+        tmp_path,
+        [
+            user("Load the skill"),
+            assistant("m1", tool_use("t1", "Skill", {"skill": "pdf"})),
+            tool_result("t1", "Launching skill: pdf", isMeta=True),
+            user([text("Base directory for this skill: /skills/pdf ...")], isMeta=True),
+            assistant("m2", text("The pdf skill is loaded."), stop_reason="end_turn"),
+        ],
+    )
+    transcript = parse_transcript(path)
+    (exchange,) = transcript.exchanges
+    assert exchange.reply == "[tool Skill: skill=pdf] -> Launching skill: pdf\n\nThe pdf skill is loaded."
+    assert transcript.skipped["meta"] == 1
+    assert exchange.complete
