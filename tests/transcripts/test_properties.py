@@ -179,7 +179,7 @@ def assert_transcript_safe(transcript: Transcript) -> None:
     assert transcript.worth_keeping in (True, False)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(lines=st.lists(line, max_size=12), harness=st.sampled_from(LINE_HARNESSES))
 def test_it_never_raises_on_any_line(lines: list[str | bytes], harness: str) -> None:
     with tempfile.TemporaryDirectory() as directory:
