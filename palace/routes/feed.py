@@ -153,9 +153,12 @@ def feed(request: HttpRequest) -> JsonResponse:
 @router.get("/wake-up", summary="Session-start context for a project (palace status and memory previews)")
 def wake_up(request: HttpRequest, room: str | None = None) -> JsonResponse:
     """What `palazzo hook` injects at SessionStart, for the room of the session's project."""
-    if room is not None and not 1 <= len(room.strip()) <= feeding.MAX_TAG_CHARS:
-        return _error(400, "room: must be 1-64 characters")
+    if room is not None:
+        try:
+            room = _string({"room": room.strip()}, "room", required=True, limit=feeding.MAX_TAG_CHARS)
+        except InvalidInput:
+            return _error(400, "room: must be 1-64 characters of valid UTF-8, without NUL")
     try:
-        return JsonResponse(wakeup.context(room.strip() if room else None))
+        return JsonResponse(wakeup.context(room))
     except PalaceError as exc:
         return _error(503, str(exc))
