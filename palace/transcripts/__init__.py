@@ -14,8 +14,9 @@ What an exchange is, for every harness:
   replies; they end the turn.
 - palazzo's own wake-up context (between WAKE_UP_OPEN and WAKE_UP_CLOSE) is removed wherever it
   appears: hook attachments, system reminders, prompts, replies, tool results.
-- key: stable as the file grows (Claude Code: the prompt line's uuid; pi: the entry id, or
-  "line-<n>" for v1; Codex and generic JSONL: "line-<n>"; opencode: the user message id).
+- key: stable as the file grows (Claude Code: the prompt line's uuid; pi: "ts-<epoch ms>" of the
+  prompt, which survives pi rewriting a v1 file as v3; Codex and generic JSONL: "line-<n>";
+  opencode: the user message id).
 - started_at: the user turn's timestamp; missing or invalid, the previous turn's (else the next one's,
   else the file's mtime).
 - complete: False only for the last exchange while the assistant is still at it (no reply yet, a

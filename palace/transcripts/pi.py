@@ -1,7 +1,8 @@
 """pi coding agent sessions (~/.pi/agent/sessions/--<cwd>--/<timestamp>_<uuid>.jsonl), layouts v1 to v3.
 
-v1 entries have no id (the line number keys an exchange, stable as the file only grows); v2/v3
-entries carry an 8-hex id and parentId. File order is followed, like pi's own linear view.
+v1 entries have no id, v2/v3 entries carry an 8-hex id and parentId, and pi rewrites a v1 file as
+v3 when it loads it; an exchange is keyed by its prompt's epoch-ms timestamp, which all versions
+carry and the migration keeps. File order is followed, like pi's own linear view.
 """
 
 from __future__ import annotations
@@ -118,10 +119,9 @@ class _Session:
             if not wake_ups:
                 self.skipped["empty"] += 1
             return
-        key = clean_tag(entry.get("id")) or f"line-{number}"
+        key = _prompt_key(entry, message, number)
         if key in self.keys:
-            self.skipped["duplicate"] += 1
-            return
+            key = f"{key}-line-{number}"  # two prompts in the same millisecond
         self.keys.add(key)
         started = parse_timestamp(entry.get("timestamp")) or parse_timestamp(message.get("timestamp"))
         self.turns.append(Turn(key=key, prompt=prompt, started_at=started))
@@ -156,6 +156,18 @@ class _Session:
             self.skipped["api_error"] += 1
         if stop_reason in _FINAL_STOP_REASONS:
             turn.finished = True
+
+
+def _prompt_key(entry: dict[str, Any], message: dict[str, Any], number: int) -> str:
+    """The prompt's epoch-ms timestamp: pi rewrites a v1 file as v3 (adding entry ids) when it loads it,
+    and the timestamp is what survives that, so a migrated session is not fed twice."""
+    stamp = message.get("timestamp")
+    if isinstance(stamp, int) and not isinstance(stamp, bool) and 0 <= stamp < 10**15:
+        return f"ts-{stamp}"
+    envelope = clean_tag(entry.get("timestamp"))
+    if envelope is not None:
+        return f"at-{envelope}"
+    return clean_tag(entry.get("id")) or f"line-{number}"
 
 
 def _text_of(content: Any, skipped: Counter[str]) -> str:

@@ -39,7 +39,7 @@ def test_it_reads_a_real_v1_session() -> None:
     assert transcript.skipped["compaction"] == 2
     assert transcript.skipped["thinking"] == 49
     first = transcript.exchanges[0]
-    assert first.key == "line-1"  # v1 entries have no id: the line number, stable as the file grows
+    assert first.key == "ts-1765233665292"  # the prompt's epoch-ms timestamp
     assert first.prompt.startswith("alright, read @packages/coding-agent/src/main.ts")
     assert first.started_at.isoformat() == "2025-12-08T22:41:05.306000+00:00"
     assert first.reply.startswith(
@@ -51,9 +51,9 @@ def test_it_reads_a_real_v1_session() -> None:
     assert len(user_shell) == 2  # !ls commands the user ran, with their output
 
 
-def test_it_keys_v3_exchanges_by_entry_id() -> None:
+def test_it_keys_v3_exchanges_by_prompt_timestamp() -> None:
     transcript = parse_transcript(sample("pi/jazzyalex-agent-sessions/small.jsonl"))
-    assert [exchange.key for exchange in transcript.exchanges] == ["30c6a75f", "ddd2179a"]
+    assert [exchange.key for exchange in transcript.exchanges] == ["ts-1778547747671", "ts-1778547765782"]
     assert transcript.exchanges[0].prompt == "Read hello.py and summarize what it prints without editing files."
     assert transcript.exchanges[0].reply == "hello.py prints a fixture greeting."
 
@@ -111,3 +111,27 @@ def test_it_condenses_tools_and_drops_thinking_and_injected_context(tmp_path: Pa
     assert build.started_at == image_only.started_at  # no timestamp of its own: the previous one
     assert transcript.skipped["wake_up"] == 2
     assert transcript.skipped["thinking"] == 1
+
+
+def test_it_keeps_exchange_keys_when_pi_migrates_a_v1_file_to_v3(tmp_path: Path) -> None:
+    # pi rewrites a v1 session as v3 when it loads it (ids and parentIds added): nothing must look new.
+    v1 = [
+        {"type": "session", "id": "s1", "timestamp": "2025-11-20T10:00:00.000Z", "cwd": "/w/pi"},
+        {"type": "message", "timestamp": "2025-11-20T10:00:01.000Z",
+         "message": {"role": "user", "content": [{"type": "text", "text": "hi"}], "timestamp": 1763632801000}},
+        {"type": "message", "timestamp": "2025-11-20T10:00:02.000Z",
+         "message": {"role": "assistant", "content": [{"type": "text", "text": "hello"}], "stopReason": "stop"}},
+        {"type": "message", "timestamp": "2025-11-20T10:00:03.000Z",
+         "message": {"role": "user", "content": "again", "timestamp": 1763632803000}},
+    ]  # fmt: skip
+    path = write_jsonl(tmp_path / "session.jsonl", v1)
+    before = parse_transcript(path).exchanges
+    v3 = [{**v1[0], "version": 3}] + [
+        {**entry, "id": f"{number:08x}", "parentId": f"{number - 1:08x}" if number > 1 else None}
+        for number, entry in enumerate(v1[1:], start=1)
+    ]
+    write_jsonl(path, v3)
+    after = parse_transcript(path)
+    assert after.stats["format_version"] == 3
+    assert after.exchanges == before
+    assert [exchange.key for exchange in before] == ["ts-1763632801000", "ts-1763632803000"]
