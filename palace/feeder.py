@@ -24,9 +24,7 @@ logger = logging.getLogger(__name__)
 
 # How long a server starting while a detached feeder holds the palace waits for the feeder to let go.
 TAKEOVER_SECONDS = 30.0
-# How long a detached feeder watches a live server that has the spool to feed, and how long it waits for a
-# server that just went away to release the palace.
-SERVER_WATCH_SECONDS = 120.0
+# How long a detached feeder waits for a server that just went away to release the palace.
 RELEASE_SECONDS = 15.0
 SNAPSHOT_INTERVAL_SECONDS = 5.0
 
@@ -223,11 +221,13 @@ def run_detached_feeder(data_dir: Path) -> list[FeedReport]:
         spool.requeue_failed(data_dir)
         # A server feeds the spool while it lives; this feeder only watches, in case the server goes away
         # first (the harness stops its MCP servers right after SessionEnd) and leaves the session unfed.
-        deadline = time.monotonic() + SERVER_WATCH_SECONDS
-        while (holder := spool.live_holder(data_dir)) is not None and holder.get("role") == "server":
-            if not spool.pending(data_dir) or time.monotonic() > deadline:
-                return reports
-            time.sleep(spool.POLL_SECONDS)
+        holder = spool.live_holder(data_dir)
+        if (
+            holder is not None
+            and holder.get("role") == "server"
+            and spool.watch_server(data_dir, seconds=spool.SERVER_WATCH_SECONDS)
+        ):
+            return reports
         spool.clear_stop(data_dir)
         spool.claim_holder(data_dir, role="feeder")
 

@@ -23,7 +23,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from palace import services
-from palace.errors import InvalidInput, PalaceError
+from palace.errors import InvalidInput, PalaceError, StoreLocked
 from palace.models import FedExchange, FedTranscript
 from palace.transcripts import Transcript, exchange_texts, project_name
 
@@ -216,6 +216,8 @@ def feed_transcript(
                 _store(fresh, base, destination, state, known, report)
             for part in grown:
                 _supersede(part, base, destination, state, known, report)
+        except StoreLocked:
+            raise  # not this transcript's failure: another process holds the palace (the caller hands over)
         except PalaceError as exc:
             report.status, report.reason = "failed", str(exc)
             _record_error(state, str(exc))

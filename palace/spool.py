@@ -46,6 +46,8 @@ FAILED_SUFFIX = ".failed"
 # A holder touches its file every poll (about 1 s) and between batches; one silent for this long is gone.
 HEARTBEAT_STALE_SECONDS = 30.0
 POLL_SECONDS = 1.0
+# How long a detached feeder watches a live server that has queued work (the server normally feeds it at once).
+SERVER_WATCH_SECONDS = 120.0
 
 
 @dataclass(frozen=True)
@@ -277,6 +279,31 @@ def feeder_lock(data_dir: Path, *, wait_seconds: float) -> Iterator[bool]:
         yield True
     finally:
         handle.close()
+
+
+def feeder_active(data_dir: Path) -> bool:
+    """Whether a detached feeder holds the feeder lock now (probed without waiting)."""
+    try:
+        handle = open(spool_dir(data_dir) / LOCK_FILE, "ab")  # noqa: SIM115 - closed below
+    except OSError:
+        return False
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        handle.close()  # closing releases a lock taken here
+    return False
+
+
+def watch_server(data_dir: Path, *, seconds: float) -> bool:
+    """Wait while a live server has queued work to feed; False when it went away and left work queued."""
+    deadline = time.monotonic() + seconds
+    while (holder := live_holder(data_dir)) is not None and holder.get("role") == "server":
+        if not pending(data_dir) or time.monotonic() > deadline:
+            return True
+        time.sleep(POLL_SECONDS)
+    return not pending(data_dir) and not any(spool_dir(data_dir).glob(f"*{FAILED_SUFFIX}"))
 
 
 def request_stop(data_dir: Path) -> None:

@@ -24,12 +24,28 @@ def main(argv: list[str] | None = None) -> int:
         from palazzo_site.install_hooks import main as install_main
 
         return install_main(args[1:])
+    if args[:2] == ["feed", "--spool"] and len(args) == 2 and _server_feeds_it():
+        return 0
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "palazzo_site.settings")
     from django.core.management import execute_from_command_line
 
     command = [args[0].replace("-", "_"), *args[1:]] if args and not args[0].startswith("-") else args
     execute_from_command_line(["palazzo", *command])
     return 0
+
+
+def _server_feeds_it() -> bool:
+    """A detached feeder started while a server feeds the spool only watches it, without loading Django."""
+    from palace import spool
+    from palazzo_site.environment import ConfigurationError, read_environment
+
+    try:
+        env = read_environment()
+    except ConfigurationError:
+        return False  # Django says why
+    if env.remote_url:
+        return False
+    return spool.watch_server(env.data_dir, seconds=spool.SERVER_WATCH_SECONDS)
 
 
 if __name__ == "__main__":

@@ -12,9 +12,6 @@ from __future__ import annotations
 
 import json
 import sys
-import urllib.error
-import urllib.parse
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +69,9 @@ def wrap_context(body: str) -> str:
 
 
 def _remote_request(env: PalazzoEnvironment, path: str, *, timeout: float) -> Any:
+    import urllib.error  # http.client and email: only a remote palace needs them
+    import urllib.request
+
     assert env.remote_url is not None
     request = urllib.request.Request(env.remote_url + path, headers={"Accept": "application/json"})
     if env.remote_token:
@@ -95,7 +95,9 @@ def wake_up(env: PalazzoEnvironment, event: dict[str, Any]) -> str | None:
 
     room = project_name(_text(event, "cwd"))
     if env.remote_url:
-        query = urllib.parse.urlencode({"room": room})
+        from urllib.parse import urlencode
+
+        query = urlencode({"room": room})
         snapshot = _remote_request(
             env, f"/wake-up?{query}", timeout=min(REMOTE_WAKE_UP_TIMEOUT, env.remote_timeout_seconds)
         )
@@ -136,7 +138,8 @@ def schedule_feed(env: PalazzoEnvironment, harness: str, event: dict[str, Any]) 
     # Written first, checked second: a holder that is just leaving re-reads the spool after it withdrew.
     # At SessionEnd a feeder starts anyway: the harness stops its MCP servers (runmcp, the holder) right
     # after this hook, and the feeder takes over if runmcp goes before the session is fed.
-    if env.remote_url or job.final or spool.live_holder(env.data_dir) is None:
+    holder = spool.live_holder(env.data_dir)
+    if (env.remote_url or job.final or holder is None) and not spool.feeder_active(env.data_dir):
         try:
             spool.spawn_feeder(env.data_dir)
         except OSError as exc:

@@ -130,6 +130,16 @@ def test_it_hands_the_transcript_to_the_runmcp_holding_the_palace_and_injects_th
         assert "orrery" in context and len(context) <= hook.MAX_CONTEXT_CHARS
         resumed = run_hook(data_dir, session_event("SessionStart", transcript, source="resume"))
         assert (resumed.returncode, resumed.stdout) == (0, "")
+        # An explicit `palazzo feed` while runmcp holds the palace queues the work for it instead of failing.
+        other = write_session(
+            tmp_path / "projects" / "other.jsonl",
+            claude_session("other-session", CWD, [("Which gear drives the lunar pointer?", "The b1 gear.")]),
+        )
+        queued = subprocess.run(
+            [str(PALAZZO), "feed", str(other)], env=server_env(data_dir), capture_output=True, text=True, timeout=300
+        )
+        assert queued.returncode == 0 and "queued 1 transcripts" in queued.stderr, queued.stderr
+        wait_for(lambda: len(fed_memories(client)) == 3, what="runmcp to feed the queued transcript")
 
 
 def test_it_feeds_in_a_detached_process_when_nobody_holds_the_palace_and_runmcp_takes_over(tmp_path: Path) -> None:
