@@ -132,8 +132,22 @@ class FeedingState(BaseModel):
     remote_error: str | None = Field(description="Why the last feed could not reach PALAZZO_URL, if it could not.")
 
 
+class FailedEntry(BaseModel):
+    entry: int
+    operation: str
+    error: str
+
+
+class JournalState(BaseModel):
+    """Journal entries the store never confirmed (pending) or that could not be applied (failed)."""
+
+    pending: int
+    failed: int = Field(description="Entries marked failed: refused writes, or rows that could not be re-applied.")
+    latest_failed: list[FailedEntry] = Field(description="The newest failed entries with their reasons.")
+
+
 class StatusResult(BaseModel):
-    """palace_status: totals, counts by wing, hall and category, the search index's state and feeding."""
+    """palace_status: totals, counts by wing, hall and category, the search index's state, the journal and feeding."""
 
     collection: str
     embedding_model: str
@@ -143,6 +157,7 @@ class StatusResult(BaseModel):
     halls: dict[str, int]
     categories: dict[str, int]
     search_index: SearchIndexState
+    journal: JournalState
     feeding: FeedingState | None = None
 
 

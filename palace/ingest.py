@@ -27,6 +27,8 @@ from palace.forms import (
     StrictCharField,
     StrictIntegerField,
     TimestampField,
+    strict_boolean,
+    writer_stamp,
 )
 from palace.memories import MEMORY_FIELDS, public_memory
 from palace.runtime import get_palace
@@ -122,6 +124,8 @@ def parse_line(raw: bytes | str, number: int) -> Line | None:
         item = json.loads(stripped)
     except ValueError as exc:
         return Line(number, error=f"is not valid JSON: {exc}")
+    except RecursionError:
+        return Line(number, error="is nested too deeply to be a memory")
     if not isinstance(item, dict):
         return Line(number, error="must be a JSON object (one memory per line)")
     return Line(number, item=item)
@@ -189,8 +193,14 @@ def _restore_record(item: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
-def ingest_chunk(lines: list[Line], *, skip_duplicates: bool = False, added_by: str = "") -> list[dict[str, Any]]:
-    """Store one chunk (<= 256 lines): restores for lines with ids, then one store_batch for the rest."""
+def ingest_chunk(
+    lines: list[Line], *, skip_duplicates: bool = False, added_by: str = "", keep_added_by: bool = False
+) -> list[dict[str, Any]]:
+    """Store one chunk (<= 256 lines): restores for lines with ids, then one store_batch for the rest.
+
+    A restore line keeps its own added_by only with keep_added_by (the local operator's CLI); otherwise the
+    writer's stamp replaces it, so no client can file memories under another writer's name.
+    """
     results: dict[int, dict[str, Any]] = {}
     restores: list[tuple[int, dict[str, Any]]] = []
     stores: list[tuple[int, dict[str, Any]]] = []
@@ -199,7 +209,10 @@ def ingest_chunk(lines: list[Line], *, skip_duplicates: bool = False, added_by: 
             results[line.number] = _result(line.number, {"status": "failed", "error": line.error})
         elif line.item.get("id") is not None:
             try:
-                restores.append((line.number, _restore_record(line.item)))
+                record = _restore_record(line.item)
+                if not keep_added_by:
+                    record["added_by"] = writer_stamp(added_by) or None
+                restores.append((line.number, record))
             except InvalidInput as exc:
                 results[line.number] = _result(line.number, {"status": "failed", "error": str(exc)})
         else:
@@ -231,15 +244,20 @@ def _chunks(lines: Iterator[Line]) -> Iterator[list[Line]]:
 
 
 def ingest(
-    *, lines: Iterable[bytes | str] | Iterator[Line], skip_duplicates: bool = False, added_by: str = ""
+    *,
+    lines: Iterable[bytes | str] | Iterator[Line],
+    skip_duplicates: bool = False,
+    added_by: str = "",
+    keep_added_by: bool = False,
 ) -> Iterator[ChunkReport]:
     """Open the palace (raising StoreLocked etc. now), then ingest JSON Lines chunk by chunk.
 
     Each chunk yields a report; a PalaceError while processing yields one report with `error` and ends
     the run (the chunks before it stay stored).
     """
+    skip_duplicates = strict_boolean("skip_duplicates", skip_duplicates)
     get_palace()
-    return _run(lines, skip_duplicates=skip_duplicates, added_by=added_by)
+    return _run(lines, skip_duplicates=skip_duplicates, added_by=added_by, keep_added_by=keep_added_by)
 
 
 def _parsed(lines: Iterable[Any]) -> Iterator[Line]:
@@ -252,7 +270,9 @@ def _parsed(lines: Iterable[Any]) -> Iterator[Line]:
             yield line
 
 
-def _run(lines: Iterable[Any], *, skip_duplicates: bool, added_by: str) -> Iterator[ChunkReport]:
+def _run(
+    lines: Iterable[Any], *, skip_duplicates: bool, added_by: str, keep_added_by: bool = False
+) -> Iterator[ChunkReport]:
     running = empty_counts()
     number = 0
     parsed = _chunks(_parsed(lines))
@@ -262,7 +282,9 @@ def _run(lines: Iterable[Any], *, skip_duplicates: bool, added_by: str) -> Itera
             chunk = next(parsed, None)
             if chunk is None:
                 return
-            results = ingest_chunk(chunk, skip_duplicates=skip_duplicates, added_by=added_by)
+            results = ingest_chunk(
+                chunk, skip_duplicates=skip_duplicates, added_by=added_by, keep_added_by=keep_added_by
+            )
         except PalaceError as exc:
             yield ChunkReport(chunk=number, error=str(exc), running=dict(running))
             return
@@ -309,7 +331,7 @@ class ImportDefaults:
 def _keepable_id(value: Any) -> int | None:
     if isinstance(value, bool):
         return None
-    if isinstance(value, str) and value.isdigit():
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 20:
         value = int(value)
     if isinstance(value, int) and FIRST_MEMORY_ID <= value <= MAX_MEMORY_ID:
         return value
@@ -385,7 +407,8 @@ def import_qdrant(
                 yield Line(number, item=legacy_item(point.id, point.payload, chosen))
 
         try:
-            for report in _run(lines(), skip_duplicates=skip_duplicates, added_by=added_by):
+            # The local operator's command: the source's authors are kept.
+            for report in _run(lines(), skip_duplicates=skip_duplicates, added_by=added_by, keep_added_by=True):
                 for result in report.results:
                     result["source_id"] = sources.pop(result["line"], None)
                 yield report

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+from palace.devices import DEVICE_PATTERN
+
 T = TypeVar("T")
 
 DEFAULT_CATEGORIES = ("person", "career", "technical", "infrastructure", "project-memory", "vibe", "project")
@@ -142,9 +144,6 @@ def _path(name: str, raw: str) -> Path:
     if not raw.strip():
         raise _fail(name, raw, "expected a file system path")
     return Path(raw.strip()).expanduser()
-
-
-DEVICE_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
 def _device(name: str, raw: str) -> str:

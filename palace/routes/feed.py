@@ -12,10 +12,11 @@ from django.http import HttpRequest, JsonResponse
 from ninja import Router
 
 from palace import auth, feeding, wakeup
+from palace.devices import DEVICE_PATTERN
 from palace.errors import InvalidInput, PalaceError
+from palace.forms import string_problem
 from palace.timefmt import parse_rfc3339
 from palace.transcripts import HARNESSES, Exchange, Transcript
-from palazzo_site.environment import DEVICE_PATTERN
 
 router = Router(tags=["feeding"])
 
@@ -30,12 +31,11 @@ def _string(data: dict[str, Any], key: str, *, required: bool = False, limit: in
         return None
     if not isinstance(value, str) or (required and not value):
         raise InvalidInput.single(key, "must be a non-empty string" if required else "must be a string or null")
-    if len(value) > limit or "\0" in value:
-        raise InvalidInput.single(key, f"must be at most {limit} characters, without NUL")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidInput.single(key, "must be valid UTF-8 (it contains a lone surrogate)") from None
+    if len(value) > limit:
+        raise InvalidInput.single(key, f"must be at most {limit} characters")
+    problem = string_problem(value)
+    if problem is not None:
+        raise InvalidInput.single(key, problem)
     return value
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from palace import feeding, health, metrics, selectors, spool
+from palace import feeding, health, selectors, spool
 from palace.feeding import Destination
+from palace.routes.operations import render_metrics
 from palace.runtime import Palace
 from palace.transcripts import parse_transcript
 from tests.palace.sessions import claude_session, write_session
@@ -32,7 +33,7 @@ def test_it_reports_the_last_feed_sessions_exchanges_and_last_error_per_harness_
     assert desk["exchanges"] == 0 and desk["last_error"].endswith("gone.jsonl: no such file") and desk["last_error_at"]
     assert status["queued"] == 1 and status["fed_by"] is None
     assert health.health()["feeding"]["sources"] == status["sources"]
-    exposition = metrics.render().decode()
+    exposition = render_metrics().decode()
     assert 'palazzo_feed_exchanges{device="laptop",harness="claude-code"} 2.0' in exposition
     assert 'palazzo_feed_sessions{device="desk",harness="pi"} 0.0' in exposition
     assert "palazzo_feed_queued 1.0" in exposition

@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from palace import feeder, spool
 from palace.errors import PalaceError, StoreLocked
 from palace.feeding import Destination, FeedReport
+from palace.management.database import prepare_database
 from palace.transcripts import HARNESSES, TranscriptError, default_roots, discover
 
 
@@ -73,7 +73,7 @@ class Command(BaseCommand):
                 raise CommandError(str(exc)) from None
             self._print(reports, options, shown=False)
             return
-        call_command("migrate", interactive=False, verbosity=0)
+        prepare_database()
         try:
             reports = self._feed_here(found, options)
         except StoreLocked as exc:
@@ -158,7 +158,7 @@ class Command(BaseCommand):
 
             reports = feedclient.drain_remote(env.data_dir)
         else:
-            call_command("migrate", interactive=False, verbosity=0)
+            prepare_database()
             reports = feeder.run_detached_feeder(env.data_dir)
         for report in reports:
             self.stderr.write(f"feed --spool: {describe(report)}")

@@ -14,8 +14,8 @@ from mcpserver.server import build_server, open_palace
 from palace import feeder, runtime
 from palace.errors import PalaceError
 from palace.gain import stop_usage_writer
-from palace.http import guard_verdict
 from palace.routes.ingest import limit_ingest_body
+from palazzo_site.http import guard_verdict
 
 logger = logging.getLogger(__name__)
 
