@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -220,6 +221,11 @@ def _store_validated(
     return {"items": outcomes, "counts": counts}
 
 
+# How far ahead of the current Unix milliseconds a restored id may be: ids start at the clock and a palace
+# allocates one per memory, so an export can run ahead of its clock by its memory count, never by 10**10.
+RESTORE_IDS_AHEAD = 10**10
+
+
 def restore_records(
     *, records: list[dict[str, Any]], skip_duplicates: bool = False, added_by: str = ""
 ) -> list[dict[str, Any]]:
@@ -295,6 +301,13 @@ def _restore_problem(
     memory_id = record["id"]
     if memory_id in deleted and memory_id not in held:
         return f"id: {memory_id} belonged to a memory that was deleted; ids are never reused"
+    newest_possible = time.time_ns() // 1_000_000 + RESTORE_IDS_AHEAD
+    if memory_id > newest_possible and memory_id not in held:
+        # A restored id moves the allocator past it: one far ahead of the clock would use up the id space.
+        return (
+            f"id: {memory_id} is ahead of every id a palace can have allocated by now (at most {newest_possible}: "
+            "new ids start at the current Unix milliseconds)"
+        )
     successor = record.get("superseded_by")
     if successor is not None:
         chunk_ids = {other["id"] for other in records}
