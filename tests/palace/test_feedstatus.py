@@ -6,7 +6,7 @@ from pathlib import Path
 
 from palace import feeding, health, selectors, spool
 from palace.feeding import Destination
-from palace.routes.operations import render_metrics
+from palace.routes.operations import HealthReport, render_metrics
 from palace.runtime import Palace
 from palace.transcripts import parse_transcript
 from tests.palace.sessions import claude_session, write_session
@@ -33,6 +33,11 @@ def test_it_reports_the_last_feed_sessions_exchanges_and_last_error_per_harness_
     assert desk["exchanges"] == 0 and desk["last_error"].endswith("gone.jsonl: no such file") and desk["last_error_at"]
     assert status["queued"] == 1 and status["fed_by"] is None
     assert health.health()["feeding"]["sources"] == status["sources"]
+    # /healthz answers through its schema (nulls left out): feeding must survive it.
+    report = HealthReport.model_validate(health.health()).model_dump(exclude_none=True)
+    shown = [{key: value for key, value in source.items() if value is not None} for source in status["sources"]]
+    assert report["feeding"]["sources"] == shown and shown[1]["last_error"] == desk["last_error"]
+    assert (report["feeding"]["queued"], report["feeding"]["failed_waiting_for_retry"]) == (1, 0)
     exposition = render_metrics().decode()
     assert 'palazzo_feed_exchanges{device="laptop",harness="claude-code"} 2.0' in exposition
     assert 'palazzo_feed_sessions{device="desk",harness="pi"} 0.0' in exposition

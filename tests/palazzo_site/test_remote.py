@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from palace import spool
@@ -95,6 +96,8 @@ def test_it_feeds_a_served_palace_through_the_token_and_writes_nothing_locally(
     started = hook(env, session_event("SessionStart", transcript, source="startup"))
     context = json.loads(started.stdout)["hookSpecificOutput"]["additionalContext"]
     assert "lunar gear" in context and context.startswith("<palazzo-wake-up>")
+    [source] = httpx.get(f"{url}/healthz", timeout=30).json()["feeding"]["sources"]
+    assert (source["harness"], source["device"], source["exchanges"]) == ("claude-code", DEVICE, 2)
     assert no_local_palace(client_dir)
 
 
