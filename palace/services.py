@@ -334,9 +334,13 @@ def supersede(
     reason: Any,
     session: Any = None,
     source_file: Any = None,
+    timestamp: Any = None,
     added_by: str = "",
 ) -> dict[str, Any]:
-    """Store a corrected memory and mark each old one superseded (valid_until=now), keeping history."""
+    """Store a corrected memory and mark each old one superseded (valid_until=now), keeping history.
+
+    timestamp (imports, transcript feeding) dates the correction like the memory it corrects; default now.
+    """
     fields = SupersedeForm(
         {
             key: value
@@ -350,6 +354,7 @@ def supersede(
                 "reason": reason,
                 "session": session,
                 "source_file": source_file,
+                "timestamp": timestamp,
             }.items()
             if value is not None
         }
@@ -369,7 +374,8 @@ def _supersede_validated(palace: Palace, fields: dict[str, Any], *, added_by: st
     targets = [memory_id for memory_id in old_ids if memory_id in found]
 
     def build(ids: list[int]) -> dict[str, Any]:
-        record = _memory_record(fields, memory_id=ids[0], timestamp=now, added_by=added_by)
+        stamp = format_rfc3339(fields["timestamp"]) if fields.get("timestamp") else now
+        record = _memory_record(fields, memory_id=ids[0], timestamp=stamp, added_by=added_by)
         record.update(valid_from=now, supersedes=targets)
         return {"memories": [record], "supersedes": targets, "reason": fields["reason"], "valid_until": now}
 
