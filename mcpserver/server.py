@@ -115,7 +115,7 @@ def open_palace(*, prepare_database: bool = False) -> None:
     this warm-up so initialize is answered before any migration check), while the model loads in a
     second thread: the first answer waits for the longer of the two, not their sum.
     """
-    from palace import runtime  # numpy and the store bindings: loaded off the start-up path
+    from palace import feeder  # numpy and the store bindings: loaded off the start-up path
     from palace.management.database import prepare_database as migrate_database
 
     close_old_connections()
@@ -129,10 +129,12 @@ def open_palace(*, prepare_database: bool = False) -> None:
             except CommandError as exc:
                 logger.error("%s", exc)
             loading.join()
-        runtime.get_palace()
+        # A detached transcript feeder may hold the palace: it is asked to let go, never a reason to fail.
+        feeder.get_palace_taking_over()
     finally:
         connection.close()
     start_usage_writer()
+    feeder.start_spool_watcher()  # this process holds the palace now: it feeds what hooks queue
     # Everything loaded so far (Django, the SDK, the model's Python side) lives as long as the
     # process; frozen, the cyclic collector stops re-scanning it: its full collections had paused
     # the server for 100-400 ms under load (bench/load_mcp.py), and now stay under 20 ms.

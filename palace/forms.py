@@ -411,6 +411,7 @@ class SupersedeForm(PalaceForm):
     timestamp = TimestampField(required=False)
     supersedes = IdListField(maximum=MAX_SUPERSEDE_IDS)
     reason = StrictCharField(max_length=1000, strip=True)
+    timestamp = TimestampField(required=False)
 
 
 BATCH_DEFAULT_KEYS = ("category", "wing", "room", "hall", "session", "source_file")

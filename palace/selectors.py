@@ -10,6 +10,7 @@ from typing import Any
 
 from palace import retrieval
 from palace.errors import InvalidInput
+from palace.feedstatus import feeding_status
 from palace.forms import BrowseForm, CheckDuplicateForm, FindForm, GainForm, RecallForm, browse_cursor
 from palace.gain import gain_summary
 from palace.memories import public_memory
@@ -238,7 +239,7 @@ def check_duplicate(*, text: Any) -> dict[str, Any]:
 
 
 def status(*, room_limit: int = STATUS_ROOMS) -> dict[str, Any]:
-    """Totals, counts by wing, room, hall and category, and the state of the search index."""
+    """Totals, counts by wing, room, hall and category, the search index's state, the journal and feeding."""
     palace = get_palace()
     everything = MemoryFilter()
     current = MemoryFilter(include_superseded=False, current_at=utc_now())
@@ -256,6 +257,7 @@ def status(*, room_limit: int = STATUS_ROOMS) -> dict[str, Any]:
         "categories": palace.store.facet(key="category", memory_filter=everything),
         "search_index": dataclasses.asdict(palace.store.index_state()),
         "journal": journal_state(),
+        "feeding": feeding_status(),
     }
 
 
@@ -289,6 +291,8 @@ def wake_up(*, count: int, max_chars: int = WAKE_UP_MAX_CHARS) -> dict[str, Any]
     palace_recall has the rest); memories that would pass the budget are left out, newest kept first.
     """
     summary = status(room_limit=WAKE_UP_ROOMS)
+    # Feeding's per-device detail grows with the devices and is the operator's, not the agent's: status has it.
+    summary.pop("feeding", None)
     while len(json.dumps(summary, ensure_ascii=False)) > max_chars // 2 and summary["rooms"]:
         summary["rooms"] = dict(list(summary["rooms"].items())[: len(summary["rooms"]) // 2])
     used = len(json.dumps({"status": summary, "recent": []}, ensure_ascii=False))
