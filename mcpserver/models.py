@@ -76,16 +76,41 @@ def output_schema(model: type[BaseModel]) -> dict[str, Any]:
     """The outputSchema published for a tool whose structured content is model.
 
     Every client validates each result against it and every session loads it into the model's context,
-    so it carries types and structure only; the tool descriptions say what the fields mean. Nested models
-    (the memory) are defined once per schema under $defs and referenced.
+    so it carries types and structure only; the tool descriptions say what the fields mean. A nested model
+    used more than once is defined once under $defs and referenced; one used once (each of them today)
+    is written in place, ~40 characters less than a definition and its reference.
     """
     lean: dict[str, Any] = _lean(model.model_json_schema(schema_generator=_NullableAsTypeList))
     if "$defs" in lean:
         used = _referenced(lean)
         lean["$defs"] = {name: inner for name, inner in lean["$defs"].items() if name in used}
+        lean = _inline_single_use(lean)
         if not lean["$defs"]:
             del lean["$defs"]
     return lean
+
+
+def _inline_single_use(schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema with every definition referenced exactly once written in place of its reference."""
+    while True:
+        text = json.dumps(schema)
+        counts = {name: text.count(f'"#/$defs/{name}"') for name in schema["$defs"]}
+        once = [name for name, count in counts.items() if count == 1]
+        if not once:
+            return schema
+        name = once[0]
+        definition = schema["$defs"].pop(name)
+
+        def replace(node: Any, name: str = name, definition: Any = definition) -> Any:
+            if isinstance(node, list):
+                return [replace(item) for item in node]
+            if not isinstance(node, dict):
+                return node
+            if node.get("$ref") == f"#/$defs/{name}":
+                return {**definition, **{key: value for key, value in node.items() if key != "$ref"}}
+            return {key: replace(value) for key, value in node.items()}
+
+        schema = replace(schema)
 
 
 class Memory(BaseModel):

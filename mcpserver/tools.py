@@ -152,7 +152,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         description=(
             "Overview, at session start and before choosing a room: memory counts total and current "
             "(not superseded), per wing, room (200 largest; room_count counts all), hall and category; "
-            "whether the search index is building (finds stay correct)."
+            "whether the search index is building (finds stay correct); journal writes pending or failed."
         ),
         input_schema=schemas.no_arguments,
         output_model=models.StatusResult,

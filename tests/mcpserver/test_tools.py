@@ -100,7 +100,8 @@ def test_it_keeps_tools_list_within_4000_tokens_with_lean_output_schemas(palazzo
     for tool in listed.tools:
         assert not {"title", "description", "default"} & _keywords(tool.output_schema), tool.name
     find = next(tool for tool in listed.tools if tool.name == "palace_find").output_schema
-    assert find is not None and find["properties"]["results"]["items"] == {"$ref": "#/$defs/Memory"}
+    assert find is not None and "$defs" not in find  # the memory, used once, is written in place
+    assert find["properties"]["results"]["items"]["properties"]["id"] == {"type": "integer"}
     found = {"results": [{"id": 1_000_000_001, "text": "t", "category": None, "score": 0.5}], "count": 1}
     jsonschema.validate(found, find)
     for broken in ({"id": "1", "text": "t"}, {"id": 1_000_000_001, "text": None}):
