@@ -31,6 +31,16 @@ def output_schema(model: type[BaseModel]) -> dict[str, Any]:
     return model.model_json_schema(schema_generator=_NullableAsTypeList)
 
 
+REDACTIONS_DESCRIPTION = (
+    "Redaction rule -> matches in what this call wrote (replaced by [REDACTED:<rule>]; in dry-run mode only "
+    "counted). Never the matched text."
+)
+
+
+def _redactions() -> Any:
+    return Field(default_factory=dict, description=REDACTIONS_DESCRIPTION)
+
+
 class Memory(BaseModel):
     """One memory as the palace returns it; unset fields are null."""
 
@@ -57,6 +67,7 @@ class StoreResult(Memory):
 
     duplicate: bool = Field(description="True when nothing was written and the existing memory is returned.")
     duplicate_of: int | None = Field(None, description="The existing memory's id when duplicate is true.")
+    redactions: dict[str, int] = _redactions()
 
 
 class BatchItem(BaseModel):
@@ -67,6 +78,7 @@ class BatchItem(BaseModel):
     memory: Memory | None = None
     duplicate_of: int | None = None
     error: str | None = None
+    redactions: dict[str, int] = _redactions()
 
 
 class BatchCounts(BaseModel):
@@ -81,6 +93,7 @@ class BatchResult(BaseModel):
 
     items: list[BatchItem]
     counts: BatchCounts
+    redactions: dict[str, int] = _redactions()
 
 
 class FindResult(BaseModel):
@@ -153,6 +166,7 @@ class SupersedeResult(BaseModel):
     memory: Memory
     reason: str
     marked: list[SupersedeMark]
+    redactions: dict[str, int] = _redactions()
 
 
 class DeleteOutcome(BaseModel):

@@ -76,6 +76,15 @@ class ChunkReport:
     counts: dict[str, int] = field(default_factory=dict)
     running: dict[str, int] = field(default_factory=dict)
     error: str | None = None
+    running_redactions: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def redactions(self) -> dict[str, int]:
+        """Redaction rule -> matches in this chunk's items (never the text)."""
+        total: Counter[str] = Counter()
+        for result in self.results:
+            total.update(result.get("redactions") or {})
+        return dict(total)
 
     def as_line(self) -> dict[str, Any]:
         """The NDJSON line POST /ingest streams for this chunk (failed items named by line)."""
@@ -86,6 +95,7 @@ class ChunkReport:
             "items_in_chunk": len(self.results),
             "counts": self.counts,
             "running": self.running,
+            "redactions": self.redactions,
             "failed": [
                 {"line": result["line"], "error": result["error"]}
                 for result in self.results
@@ -99,9 +109,9 @@ def empty_counts() -> dict[str, int]:
     return dict.fromkeys(COUNT_KEYS, 0)
 
 
-def done_line(running: dict[str, int]) -> dict[str, Any]:
+def done_line(running: dict[str, int], redactions: dict[str, int] | None = None) -> dict[str, Any]:
     """The closing summary of a run."""
-    return {"done": True, "total": sum(running.values()), "counts": dict(running)}
+    return {"done": True, "total": sum(running.values()), "counts": dict(running), "redactions": redactions or {}}
 
 
 def parse_line(raw: bytes | str, number: int) -> Line | None:
@@ -174,6 +184,7 @@ def _result(line: int, outcome: dict[str, Any]) -> dict[str, Any]:
         "id": memory.get("id"),
         "duplicate_of": outcome.get("duplicate_of"),
         "error": outcome.get("error"),
+        "redactions": outcome.get("redactions") or {},
     }
 
 
@@ -254,6 +265,7 @@ def _parsed(lines: Iterable[Any]) -> Iterator[Line]:
 
 def _run(lines: Iterable[Any], *, skip_duplicates: bool, added_by: str) -> Iterator[ChunkReport]:
     running = empty_counts()
+    redacted: Counter[str] = Counter()
     number = 0
     parsed = _chunks(_parsed(lines))
     while True:
@@ -264,7 +276,7 @@ def _run(lines: Iterable[Any], *, skip_duplicates: bool, added_by: str) -> Itera
                 return
             results = ingest_chunk(chunk, skip_duplicates=skip_duplicates, added_by=added_by)
         except PalaceError as exc:
-            yield ChunkReport(chunk=number, error=str(exc), running=dict(running))
+            yield ChunkReport(chunk=number, error=str(exc), running=dict(running), running_redactions=dict(redacted))
             return
         counts = empty_counts()
         tally = Counter(result["status"] for result in results)
@@ -272,7 +284,10 @@ def _run(lines: Iterable[Any], *, skip_duplicates: bool, added_by: str) -> Itera
             counts[_STATUS_COUNT.get(status, "failed")] += count
         for key in COUNT_KEYS:
             running[key] += counts[key]
-        yield ChunkReport(chunk=number, results=results, counts=counts, running=dict(running))
+        report = ChunkReport(chunk=number, results=results, counts=counts, running=dict(running))
+        redacted.update(report.redactions)
+        report.running_redactions = dict(redacted)
+        yield report
 
 
 def export_memories(*, batch_size: int = 256) -> Iterator[dict[str, Any]]:

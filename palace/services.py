@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 from django.db import transaction
 
-from palace import journal
+from palace import journal, metrics, redaction
 from palace.errors import (
     ConfirmationRequired,
     EmbedderUnavailable,
@@ -45,6 +45,15 @@ SCHEMA_KEYS = ("text", "category", "wing", "room", "hall", "session", "source_fi
 _write_lock = threading.RLock()
 # Stores known to hold no memory waiting for its dense vector, so find need not look again.
 _fully_embedded: weakref.WeakSet[VectorStore] = weakref.WeakSet()
+
+
+def _redact(fields: dict[str, Any]) -> dict[str, int]:
+    """Redact a validated record's free text in place, before anything else sees it; counts per rule."""
+    redactor = redaction.current()
+    counts = redactor.record(fields)
+    for rule, count in counts.items():
+        metrics.REDACTIONS.labels(rule, redactor.mode).inc(count)
+    return dict(counts)
 
 
 def _memory_record(fields: dict[str, Any], *, memory_id: int, timestamp: str, added_by: str) -> dict[str, Any]:
@@ -214,7 +223,8 @@ def store(
         added_by=added_by,
         _single=True,
     )
-    return result["items"][0]["memory"] | {"duplicate": result["items"][0]["status"] != "stored"}
+    item = result["items"][0]
+    return item["memory"] | {"duplicate": item["status"] != "stored", "redactions": item["redactions"]}
 
 
 def store_batch(
@@ -238,10 +248,11 @@ def store_batch(
             if _single:
                 raise
             cleaned.append(None)
-            outcomes.append({"index": index, "status": "failed", "error": str(exc)})
+            outcomes.append({"index": index, "status": "failed", "error": str(exc), "redactions": {}})
             continue
+        found = _redact(fields)
         cleaned.append(fields)
-        outcomes.append({"index": index})
+        outcomes.append({"index": index, "redactions": found})
     palace = get_palace()
     # Embed before taking the write lock so concurrent writers and searches do not queue behind a
     # whole embedding pass; the duplicate check is repeated under the lock, where it decides.
@@ -326,7 +337,14 @@ def _store_validated(
         "skipped_duplicates": statuses["skipped"],
         "failed": statuses["failed"],
     }
-    return {"items": outcomes, "counts": counts}
+    return {"items": outcomes, "counts": counts, "redactions": _total(outcomes)}
+
+
+def _total(outcomes: Sequence[dict[str, Any]]) -> dict[str, int]:
+    total: Counter[str] = Counter()
+    for outcome in outcomes:
+        total.update(outcome.get("redactions") or {})
+    return dict(total)
 
 
 def restore_records(
@@ -339,6 +357,8 @@ def restore_records(
     come back. Journaled as a STORE entry carrying the full records, so rebuild restores them too.
     """
     palace = get_palace()
+    records = [dict(record) for record in records]
+    found = [_redact(record) for record in records]
     with _write_lock:
         existing = {point.id: point for point in palace.store.retrieve([record["id"] for record in records])}
         outcomes: list[dict[str, Any]] = []
@@ -351,10 +371,25 @@ def restore_records(
                 memory = public_memory(memory_id, fresh[memory_id])
             else:
                 fresh[memory_id] = record
-                outcomes.append({"index": index, "status": "stored", "memory": public_memory(memory_id, record)})
+                outcomes.append(
+                    {
+                        "index": index,
+                        "status": "stored",
+                        "memory": public_memory(memory_id, record),
+                        "redactions": found[index],
+                    }
+                )
                 continue
             status = "skipped" if skip_duplicates else "duplicate"
-            outcomes.append({"index": index, "status": status, "memory": memory, "duplicate_of": memory_id})
+            outcomes.append(
+                {
+                    "index": index,
+                    "status": status,
+                    "memory": memory,
+                    "duplicate_of": memory_id,
+                    "redactions": found[index],
+                }
+            )
         if fresh:
             ordered = list(fresh.values())
             vectors = _embed_or_defer(palace, [record["text"] for record in ordered])
@@ -403,9 +438,10 @@ def supersede(
             if value is not None
         }
     ).parsed()
+    found = _redact(fields)
     palace = get_palace()
     with _write_lock:
-        return _supersede_validated(palace, fields, added_by=added_by)
+        return _supersede_validated(palace, fields, added_by=added_by) | {"redactions": found}
 
 
 def _supersede_validated(palace: Palace, fields: dict[str, Any], *, added_by: str) -> dict[str, Any]:

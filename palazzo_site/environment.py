@@ -53,6 +53,9 @@ class PalazzoEnvironment:
     halls: tuple[str, ...] = field(default=DEFAULT_HALLS)
     allow_insecure: bool = False
     index_after: int = 5000
+    redaction_mode: str = "enforce"
+    redaction_packs: tuple[str, ...] = ("secrets",)
+    audit_query_plain: bool = False
 
 
 def _fail(name: str, value: str, rule: str) -> ConfigurationError:
@@ -135,6 +138,17 @@ def _path(name: str, raw: str) -> Path:
     return Path(raw.strip()).expanduser()
 
 
+def _redaction_packs(name: str, raw: str) -> tuple[str, ...]:
+    from palace.redaction import RedactionConfigError, resolve_packs
+
+    packs = tuple(word.strip() for word in raw.split(",") if word.strip())
+    try:
+        resolve_packs(packs)
+    except RedactionConfigError as exc:
+        raise _fail(name, raw, str(exc)) from None
+    return packs
+
+
 def read_environment(environ: Mapping[str, str] | None = None) -> PalazzoEnvironment:
     """Parse palazzo's variables from the environment, raising on the first bad value."""
     env = os.environ if environ is None else environ
@@ -178,4 +192,7 @@ def read_environment(environ: Mapping[str, str] | None = None) -> PalazzoEnviron
         halls=get("PALAZZO_HALLS", _word_list, DEFAULT_HALLS),
         allow_insecure=get("PALAZZO_ALLOW_INSECURE", _boolean, False),
         index_after=get("PALAZZO_INDEX_AFTER", _count, 5000),
+        redaction_mode=get("PALAZZO_REDACTION_MODE", _choice(("enforce", "dry-run", "off")), "enforce"),
+        redaction_packs=get("PALAZZO_REDACTION_PACKS", _redaction_packs, ("secrets",)),
+        audit_query_plain=get("PALAZZO_AUDIT_QUERY_PLAIN", _boolean, False),
     )
