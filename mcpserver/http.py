@@ -12,6 +12,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcpserver.server import build_server, open_palace
 from palace import runtime
+from palace.audit import stop_audit_writer
 from palace.errors import PalaceError
 from palace.gain import stop_usage_writer
 from palace.http import guard_verdict
@@ -98,5 +99,6 @@ class PalazzoApplication:
             while (await receive())["type"] != "lifespan.shutdown":
                 pass
         await anyio.to_thread.run_sync(stop_usage_writer)
+        await anyio.to_thread.run_sync(stop_audit_writer)
         await anyio.to_thread.run_sync(runtime.close_palace)
         await send({"type": "lifespan.shutdown.complete"})

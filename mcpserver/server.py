@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import gc
 import json
@@ -28,6 +29,7 @@ from pydantic import BaseModel, ConfigDict
 from mcpserver import models
 from mcpserver.tools import TOOLS, ToolSpec
 from palace import auth, metrics
+from palace.audit import start_audit_writer
 from palace.errors import InvalidInput, PalaceError
 from palace.gain import record_usage, start_usage_writer
 from palazzo_site import __version__
@@ -113,6 +115,7 @@ def open_palace() -> None:
     finally:
         connection.close()
     start_usage_writer()
+    start_audit_writer()
     # Everything loaded so far (Django, the SDK, the model's Python side) lives as long as the
     # process; frozen, the cyclic collector stops re-scanning it: its full collections had paused
     # the server for 100-400 ms under load (bench/load_mcp.py), and now stay under 20 ms.
@@ -195,7 +198,7 @@ def _tool(spec: ToolSpec, env: PalazzoEnvironment, warmup: PalaceWarmup) -> Tool
         if refusal:
             return CallToolResult(content=[TextContent(type="text", text=refusal)], is_error=True)
         # The bearer token's identity, when there is one, over the name the client declares.
-        added_by = auth.writer(http_request, client_identity(ctx))  # stamped on writes and usage; reads ignore it
+        added_by = auth.writer(http_request, client_identity(ctx))  # stamped on writes and usage, the audit's actor
 
         def work() -> dict[str, Any]:
             return spec.call(_parse_arguments(spec, schema, arguments), added_by)
@@ -234,23 +237,53 @@ def _tool(spec: ToolSpec, env: PalazzoEnvironment, warmup: PalaceWarmup) -> Tool
     )
 
 
-def _wake_up_data() -> dict[str, Any]:
+def _wake_up_data(actor: str, operation: str) -> dict[str, Any]:
     from palace import selectors
 
-    return {"status": selectors.status(), "recent": selectors.recent(count=settings.PALAZZO.wake_up_count)}
+    recent = selectors.recent(count=settings.PALAZZO.wake_up_count, actor=actor, operation=operation)
+    return {"status": selectors.status(), "recent": recent}
 
 
-async def _wake_up(tool: str, warmup: PalaceWarmup) -> Outcome:
+async def _wake_up(tool: str, warmup: PalaceWarmup, actor: str) -> Outcome:
+    operation = "wake_up_prompt" if tool.startswith("prompt:") else "wake_up_resource"
     return await anyio.to_thread.run_sync(
         functools.partial(
             run_recorded,
             operation="wake_up",
             tool=tool,
-            work=_wake_up_data,
+            work=functools.partial(_wake_up_data, actor, operation),
             output_model=models.WakeUp,
             warmup=warmup,
+            added_by=actor,
         )
     )
+
+
+def _caller(ctx: Context[Any] | None) -> str:
+    """The audit actor of a request: its token, else the client's declared name."""
+    if ctx is None:
+        return "unknown-client"
+    try:
+        request_context = ctx.request_context
+    except ValueError:  # outside a request
+        return "unknown-client"
+    return auth.writer(request_context.request, client_identity(ctx))
+
+
+# The reader of the wake-up resource: resource functions get no Context, so PalazzoServer.read_resource
+# (which has it) puts the caller here for the one call.
+_resource_reader: contextvars.ContextVar[str] = contextvars.ContextVar("palazzo_resource_reader", default="")
+
+
+class PalazzoServer(MCPServer[Any]):
+    """MCPServer that tells resource functions who is reading."""
+
+    async def read_resource(self, uri: Any, context: Context[Any, Any] | None = None) -> Any:
+        token = _resource_reader.set(_caller(context))
+        try:
+            return await super().read_resource(uri, context)
+        finally:
+            _resource_reader.reset(token)
 
 
 def build_server(*, env: PalazzoEnvironment | None = None, warm_up_in_background: bool = False) -> MCPServer[Any]:
@@ -265,7 +298,7 @@ def build_server(*, env: PalazzoEnvironment | None = None, warm_up_in_background
         yield {}
 
     specs = [spec for spec in TOOLS if spec.read_only or not env.read_only]
-    server: MCPServer[Any] = MCPServer(
+    server: MCPServer[Any] = PalazzoServer(
         name="palazzo",
         title="palazzo memory palace",
         version=__version__,
@@ -275,8 +308,8 @@ def build_server(*, env: PalazzoEnvironment | None = None, warm_up_in_background
         lifespan=lifespan,
     )
 
-    async def wake_up() -> str:
-        outcome = await _wake_up("prompt:wake_up", warmup)
+    async def wake_up(ctx: Context[Any]) -> str:
+        outcome = await _wake_up("prompt:wake_up", warmup, _caller(ctx))
         if not outcome.ok:
             raise ValueError(outcome.text)
         return (
@@ -298,7 +331,7 @@ def build_server(*, env: PalazzoEnvironment | None = None, warm_up_in_background
     )
 
     async def wake_up_resource() -> str:
-        outcome = await _wake_up(f"resource:{WAKE_UP_URI}", warmup)
+        outcome = await _wake_up(f"resource:{WAKE_UP_URI}", warmup, _resource_reader.get() or "unknown-client")
         if not outcome.ok:
             raise ResourceError(outcome.text)
         return outcome.text

@@ -70,6 +70,11 @@ def _reader(name: str) -> Call:
     return lambda arguments, _added_by: _palace_function("selectors", name)(**arguments)
 
 
+def _audited_reader(name: str) -> Call:
+    """A palace.selectors read of memories, audited under the caller's identity."""
+    return lambda arguments, actor: _palace_function("selectors", name)(**arguments, actor=actor)
+
+
 _MEMORY_MODEL = (
     "Memories are filed like a memory palace: wing (area) > room (topic) > hall (kind: facts, events, "
     "decisions, discoveries, preferences), plus a category."
@@ -127,7 +132,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         ),
         input_schema=schemas.find,
         output_model=models.FindResult,
-        call=_reader("find"),
+        call=_audited_reader("find"),
         read_only=True,
     ),
     ToolSpec(
@@ -142,7 +147,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         ),
         input_schema=schemas.recall,
         output_model=models.RecallResult,
-        call=_reader("recall"),
+        call=_audited_reader("recall"),
         read_only=True,
     ),
     ToolSpec(
@@ -186,7 +191,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         ),
         input_schema=schemas.check_duplicate,
         output_model=models.DuplicateCheck,
-        call=_reader("check_duplicate"),
+        call=_audited_reader("check_duplicate"),
         read_only=True,
     ),
     ToolSpec(

@@ -16,7 +16,7 @@ from django.utils.html import format_html, format_html_join
 
 from palace import tokens
 from palace.errors import PalaceError
-from palace.models import ApiToken, JournalEntry, PalaceOverview, UsageEvent
+from palace.models import ApiToken, AuditRecord, JournalEntry, PalaceOverview, UsageEvent
 
 # Installed from the npm registry by `make setup` (package.json / package-lock.json), never committed.
 CHART_JS = Path(settings.BASE_DIR) / "node_modules" / "chart.js" / "dist" / "chart.umd.min.js"
@@ -33,6 +33,10 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+def _admin_actor(request: HttpRequest) -> str:
+    return f"admin:{request.user.get_username()}"
 
 
 def _memory_links(ids: list[int]) -> str:
@@ -69,7 +73,7 @@ class JournalEntryAdmin(ReadOnlyAdmin):
         try:
             from palace import selectors  # the store bindings load on first use, not at Django start-up
 
-            found = selectors.recall(ids=[memory_id])
+            found = selectors.recall(ids=[memory_id], actor=_admin_actor(request), operation="admin_memory")
             error = ""
         except PalaceError as exc:
             found, error = {"memories": [], "missing": [memory_id]}, str(exc)
@@ -107,6 +111,16 @@ class UsageEventAdmin(ReadOnlyAdmin):
     date_hierarchy = "created_at"
 
 
+@admin.register(AuditRecord)
+class AuditRecordAdmin(ReadOnlyAdmin):
+    """The read audit: who read which memories, when (append-only; purged only by `manage.py audit purge`)."""
+
+    list_display = ("id", "created_at", "actor", "operation", "result_count", "degraded", "query_length")
+    list_filter = ("operation", "actor", "degraded", "created_at")
+    search_fields = ("actor", "operation", "query_sha256", "result_ids")
+    date_hierarchy = "created_at"
+
+
 @admin.register(PalaceOverview)
 class PalaceOverviewAdmin(ReadOnlyAdmin):
     """The palace overview page (counts, newest memories, a chart of tokens saved per day)."""
@@ -127,7 +141,7 @@ class PalaceOverviewAdmin(ReadOnlyAdmin):
         try:
             from palace import overview  # the store bindings load on first use, not at Django start-up
 
-            data = overview.overview()
+            data = overview.overview(actor=_admin_actor(request))
             error = ""
         except PalaceError as exc:
             data, error = {}, str(exc)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from palace import services
+from palace import audit, services
 from palace.errors import InvalidInput, PalaceError
 from palace.forms import (
     FIRST_MEMORY_ID,
@@ -290,13 +290,21 @@ def _run(lines: Iterable[Any], *, skip_duplicates: bool, added_by: str) -> Itera
         yield report
 
 
-def export_memories(*, batch_size: int = 256) -> Iterator[dict[str, Any]]:
-    """Every memory (superseded ones included) with every field, in id order; opens the palace now."""
+def export_memories(*, batch_size: int = 256, actor: str = "", operation: str = "export") -> Iterator[dict[str, Any]]:
+    """Every memory (superseded ones included) with every field, in id order; opens the palace now.
+
+    Audited once the export ends (or stops early), with the ids actually handed out.
+    """
     palace = get_palace()
 
     def memories() -> Iterator[dict[str, Any]]:
-        for point in palace.store.scroll(memory_filter=MemoryFilter(), batch_size=batch_size):
-            yield public_memory(point.id, point.payload)
+        sent: list[int] = []
+        try:
+            for point in palace.store.scroll(memory_filter=MemoryFilter(), batch_size=batch_size):
+                sent.append(point.id)  # handed out once the consumer's next() returns it
+                yield public_memory(point.id, point.payload)
+        finally:
+            audit.record_read(operation=operation, actor=actor, result_ids=sent)
 
     return memories()
 

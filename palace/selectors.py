@@ -7,7 +7,7 @@ import math
 from datetime import datetime
 from typing import Any
 
-from palace import retrieval
+from palace import audit, retrieval
 from palace.forms import CheckDuplicateForm, FindForm, GainForm, RecallForm
 from palace.gain import gain_summary
 from palace.memories import public_memory
@@ -42,6 +42,7 @@ def find(
     recency_half_life_days: Any = None,
     include_superseded: Any = None,
     ranking: str = HYBRID,
+    actor: str = "",
 ) -> dict[str, Any]:
     """Hybrid (dense + BM25) search with filters, optional true half-life recency and superseded hiding."""
     raw = {
@@ -88,27 +89,49 @@ def find(
         results.append(public_memory(hit.id, hit.payload, score=score))
     if half_life > 0:
         results.sort(key=lambda memory: memory["score"], reverse=True)
-    return {
+    answer: dict[str, Any] = {
         "results": results[:limit_value],
         "count": min(len(results), limit_value),
         "degraded": plan.degraded_reason is not None,
         "degraded_reason": plan.degraded_reason,
     }
+    audit.record_read(
+        operation="find",
+        actor=actor,
+        query=fields["query"],
+        filters=_audited_filters(fields),
+        result_ids=[memory["id"] for memory in answer["results"]],
+        degraded=answer["degraded"],
+    )
+    return answer
 
 
-def recall(*, ids: Any) -> dict[str, Any]:
+def _audited_filters(fields: dict[str, Any]) -> dict[str, Any]:
+    filters = {key: fields.get(key) for key in ("wing", "category", "room", "hall", "include_superseded", "limit")}
+    for key in ("since", "until"):
+        if fields.get(key):
+            filters[key] = fields[key].isoformat()
+    if fields.get("recency_half_life_days"):
+        filters["recency_half_life_days"] = fields["recency_half_life_days"]
+    return filters
+
+
+def recall(*, ids: Any, actor: str = "", operation: str = "recall") -> dict[str, Any]:
     """Memories by id (superseded ones included, with their temporal fields); unknown ids listed as missing."""
     fields = RecallForm({"ids": ids}).parsed()
     palace = get_palace()
     points = palace.store.retrieve(fields["ids"])
     found = {point.id for point in points}
+    audit.record_read(
+        operation=operation, actor=actor, filters={"ids": fields["ids"]}, result_ids=[point.id for point in points]
+    )
     return {
         "memories": [public_memory(point.id, point.payload) for point in points],
         "missing": [memory_id for memory_id in fields["ids"] if memory_id not in found],
     }
 
 
-def check_duplicate(*, text: Any) -> dict[str, Any]:
+def check_duplicate(*, text: Any, actor: str = "") -> dict[str, Any]:
     """The closest current memory and whether its cosine similarity is at or above 0.95."""
     fields = CheckDuplicateForm({"text": text}).parsed()
     palace = get_palace()
@@ -121,6 +144,9 @@ def check_duplicate(*, text: Any) -> dict[str, Any]:
     )
     closest = public_memory(hits[0].id, hits[0].payload, score=hits[0].score) if hits else None
     score = hits[0].score if hits else None
+    audit.record_read(
+        operation="check_duplicate", actor=actor, query=fields["text"], result_ids=[hit.id for hit in hits]
+    )
     return {
         "is_duplicate": bool(score is not None and score >= DUPLICATE_THRESHOLD),
         "same_text": bool(closest and closest["text"] == fields["text"]),
@@ -156,11 +182,14 @@ def taxonomy() -> dict[str, Any]:
     }
 
 
-def recent(*, count: int) -> list[dict[str, Any]]:
-    """The newest current memories, newest first."""
+def recent(*, count: int, actor: str = "", operation: str = "recent") -> list[dict[str, Any]]:
+    """The newest current memories, newest first (the wake-up context and the admin overview; audited)."""
     palace = get_palace()
     points = palace.store.recent(
         memory_filter=MemoryFilter(include_superseded=False, current_at=utc_now()), limit=count
+    )
+    audit.record_read(
+        operation=operation, actor=actor, filters={"count": count}, result_ids=[point.id for point in points]
     )
     return [public_memory(point.id, point.payload) for point in points]
 
