@@ -59,6 +59,8 @@ class Memory(BaseModel):
     superseded_reason: str | None = None
     supersedes: list[int] | None = Field(None, description="Ids this memory replaced.")
     added_by: str | None = Field(None, description="The MCP client that wrote it (name/version).")
+    expires_at: str | None = Field(None, description="When it expires (RFC3339 UTC); null = never.")
+    expired: bool | None = Field(None, description="palace_recall: true when expires_at has passed (hidden from find).")
     score: float | None = Field(None, description="Similarity score (search results only).")
 
 

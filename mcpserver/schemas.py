@@ -18,6 +18,7 @@ from palace.forms import (
     MAX_SUPERSEDE_IDS,
     MAX_TAG_CHARS,
     MAX_TEXT_BYTES,
+    MAX_TTL_DAYS,
 )
 from palace.timefmt import EXAMPLE
 from palazzo_site.environment import PalazzoEnvironment
@@ -89,6 +90,16 @@ def memory_properties(env: PalazzoEnvironment) -> Schema:
             "type": "string",
             "maxLength": 1024,
             "description": "Optional: the file the memory is about or was taken from.",
+        },
+        "expires_at": _timestamp(
+            "Optional: when the memory expires (then hidden from palace_find and wake-up, deleted by the operator's "
+            "`manage.py expire`); must be in the future. Give this or ttl_days, not both."
+        ),
+        "ttl_days": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "maximum": MAX_TTL_DAYS,
+            "description": "Optional: days from now until the memory expires (e.g. 30, or 0.5 for 12 hours).",
         },
     }
 

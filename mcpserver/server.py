@@ -27,7 +27,7 @@ from mcp_types import CallToolResult, ContentBlock, TextContent
 from pydantic import BaseModel, ConfigDict
 
 from mcpserver import models
-from mcpserver.tools import TOOLS, ToolSpec
+from mcpserver.tools import TOOLS, Caller, ToolSpec
 from palace import auth, metrics
 from palace.audit import start_audit_writer
 from palace.errors import InvalidInput, PalaceError
@@ -200,8 +200,10 @@ def _tool(spec: ToolSpec, env: PalazzoEnvironment, warmup: PalaceWarmup) -> Tool
         # The bearer token's identity, when there is one, over the name the client declares.
         added_by = auth.writer(http_request, client_identity(ctx))  # stamped on writes and usage, the audit's actor
 
+        caller = Caller(added_by=added_by, wings=auth.token_wings(http_request))
+
         def work() -> dict[str, Any]:
-            return spec.call(_parse_arguments(spec, schema, arguments), added_by)
+            return spec.call(_parse_arguments(spec, schema, arguments), caller)
 
         outcome = await anyio.to_thread.run_sync(
             functools.partial(
@@ -237,42 +239,46 @@ def _tool(spec: ToolSpec, env: PalazzoEnvironment, warmup: PalaceWarmup) -> Tool
     )
 
 
-def _wake_up_data(actor: str, operation: str) -> dict[str, Any]:
+def _wake_up_data(caller: Caller, operation: str) -> dict[str, Any]:
     from palace import selectors
 
-    recent = selectors.recent(count=settings.PALAZZO.wake_up_count, actor=actor, operation=operation)
-    return {"status": selectors.status(), "recent": recent}
+    recent = selectors.recent(
+        count=settings.PALAZZO.wake_up_count, actor=caller.added_by, operation=operation, wings=caller.wings
+    )
+    return {"status": selectors.status(wings=caller.wings), "recent": recent}
 
 
-async def _wake_up(tool: str, warmup: PalaceWarmup, actor: str) -> Outcome:
+async def _wake_up(tool: str, warmup: PalaceWarmup, caller: Caller) -> Outcome:
     operation = "wake_up_prompt" if tool.startswith("prompt:") else "wake_up_resource"
     return await anyio.to_thread.run_sync(
         functools.partial(
             run_recorded,
             operation="wake_up",
             tool=tool,
-            work=functools.partial(_wake_up_data, actor, operation),
+            work=functools.partial(_wake_up_data, caller, operation),
             output_model=models.WakeUp,
             warmup=warmup,
-            added_by=actor,
+            added_by=caller.added_by,
         )
     )
 
 
-def _caller(ctx: Context[Any] | None) -> str:
-    """The audit actor of a request: its token, else the client's declared name."""
+def _caller(ctx: Context[Any] | None) -> Caller:
+    """Who makes a request: its token (and the token's wings), else the client's declared name."""
     if ctx is None:
-        return "unknown-client"
+        return Caller(added_by="unknown-client")
     try:
-        request_context = ctx.request_context
+        request = ctx.request_context.request
     except ValueError:  # outside a request
-        return "unknown-client"
-    return auth.writer(request_context.request, client_identity(ctx))
+        return Caller(added_by="unknown-client")
+    return Caller(added_by=auth.writer(request, client_identity(ctx)), wings=auth.token_wings(request))
 
 
 # The reader of the wake-up resource: resource functions get no Context, so PalazzoServer.read_resource
 # (which has it) puts the caller here for the one call.
-_resource_reader: contextvars.ContextVar[str] = contextvars.ContextVar("palazzo_resource_reader", default="")
+_resource_reader: contextvars.ContextVar[Caller | None] = contextvars.ContextVar(
+    "palazzo_resource_reader", default=None
+)
 
 
 class PalazzoServer(MCPServer[Any]):
@@ -331,7 +337,7 @@ def build_server(*, env: PalazzoEnvironment | None = None, warm_up_in_background
     )
 
     async def wake_up_resource() -> str:
-        outcome = await _wake_up(f"resource:{WAKE_UP_URI}", warmup, _resource_reader.get() or "unknown-client")
+        outcome = await _wake_up(f"resource:{WAKE_UP_URI}", warmup, _resource_reader.get() or _caller(None))
         if not outcome.ok:
             raise ResourceError(outcome.text)
         return outcome.text

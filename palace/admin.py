@@ -180,7 +180,7 @@ class ApiTokenForm(forms.ModelForm):
 class ApiTokenAdmin(admin.ModelAdmin):
     """API tokens: created here or with `manage.py token`; the secret is shown once; revoke, never edit."""
 
-    list_display = ("name", "owner", "scope", "created_at", "last_used_at", "revoked_at")
+    list_display = ("name", "owner", "scope", "wings", "created_at", "last_used_at", "revoked_at")
     list_filter = ("scope", "revoked_at")
     search_fields = ("name", "owner")
     form = ApiTokenForm

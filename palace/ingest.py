@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from palace import audit, services
+from palace import audit, redaction, services
 from palace.errors import InvalidInput, PalaceError
 from palace.forms import (
     FIRST_MEMORY_ID,
@@ -30,6 +30,7 @@ from palace.forms import (
 )
 from palace.memories import MEMORY_FIELDS, public_memory
 from palace.runtime import get_palace
+from palace.scope import Wings, refuse_outside
 from palace.store.base import MemoryFilter
 from palace.timefmt import format_rfc3339, utc_now
 
@@ -56,6 +57,7 @@ class RestoreForm(MemoryForm):
     superseded_reason = StrictCharField(required=False, max_length=1000, strip=True)
     supersedes = IdListField(maximum=MAX_SUPERSEDE_IDS, required=False)
     added_by = StrictCharField(required=False, max_length=200, strip=False)
+    allow_past_expiry = True  # an export may hold memories that expired and were not yet deleted
 
 
 @dataclass
@@ -192,7 +194,7 @@ def _restore_record(item: dict[str, Any]) -> dict[str, Any]:
     fields = RestoreForm({key: value for key, value in item.items() if value is not None}).parsed()
     record: dict[str, Any] = {key: fields.get(key) or None for key in MEMORY_FIELDS}
     record.update(id=fields["id"], text=fields["text"])
-    for key in ("timestamp", "valid_from", "valid_until"):
+    for key in ("timestamp", "valid_from", "valid_until", "expires_at"):
         if fields.get(key):
             record[key] = format_rfc3339(fields[key])
     record["timestamp"] = record["timestamp"] or format_rfc3339(utc_now())
@@ -200,7 +202,9 @@ def _restore_record(item: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
-def ingest_chunk(lines: list[Line], *, skip_duplicates: bool = False, added_by: str = "") -> list[dict[str, Any]]:
+def ingest_chunk(
+    lines: list[Line], *, skip_duplicates: bool = False, added_by: str = "", wings: Wings = None
+) -> list[dict[str, Any]]:
     """Store one chunk (<= 256 lines): restores for lines with ids, then one store_batch for the rest."""
     results: dict[int, dict[str, Any]] = {}
     restores: list[tuple[int, dict[str, Any]]] = []
@@ -210,20 +214,23 @@ def ingest_chunk(lines: list[Line], *, skip_duplicates: bool = False, added_by: 
             results[line.number] = _result(line.number, {"status": "failed", "error": line.error})
         elif line.item.get("id") is not None:
             try:
-                restores.append((line.number, _restore_record(line.item)))
+                record = _restore_record(line.item)
+                refuse_outside(record["wing"], wings)
+                restores.append((line.number, record))
             except InvalidInput as exc:
-                results[line.number] = _result(line.number, {"status": "failed", "error": str(exc)})
+                error = redaction.scrub_message(str(exc))
+                results[line.number] = _result(line.number, {"status": "failed", "error": error})
         else:
             stores.append((line.number, {key: value for key, value in line.item.items() if key != "id"}))
     if restores:
         outcomes = services.restore_records(
-            records=[record for _, record in restores], skip_duplicates=skip_duplicates, added_by=added_by
+            records=[record for _, record in restores], skip_duplicates=skip_duplicates, added_by=added_by, wings=wings
         )
         for (number, _), outcome in zip(restores, outcomes):
             results[number] = _result(number, outcome)
     if stores:
         batch = services.store_batch(
-            items=[item for _, item in stores], skip_duplicates=skip_duplicates, added_by=added_by
+            items=[item for _, item in stores], skip_duplicates=skip_duplicates, added_by=added_by, wings=wings
         )
         for (number, _), outcome in zip(stores, batch["items"]):
             results[number] = _result(number, outcome)
@@ -242,7 +249,11 @@ def _chunks(lines: Iterator[Line]) -> Iterator[list[Line]]:
 
 
 def ingest(
-    *, lines: Iterable[bytes | str] | Iterator[Line], skip_duplicates: bool = False, added_by: str = ""
+    *,
+    lines: Iterable[bytes | str] | Iterator[Line],
+    skip_duplicates: bool = False,
+    added_by: str = "",
+    wings: Wings = None,
 ) -> Iterator[ChunkReport]:
     """Open the palace (raising StoreLocked etc. now), then ingest JSON Lines chunk by chunk.
 
@@ -250,7 +261,7 @@ def ingest(
     the run (the chunks before it stay stored).
     """
     get_palace()
-    return _run(lines, skip_duplicates=skip_duplicates, added_by=added_by)
+    return _run(lines, skip_duplicates=skip_duplicates, added_by=added_by, wings=wings)
 
 
 def _parsed(lines: Iterable[Any]) -> Iterator[Line]:
@@ -263,7 +274,7 @@ def _parsed(lines: Iterable[Any]) -> Iterator[Line]:
             yield line
 
 
-def _run(lines: Iterable[Any], *, skip_duplicates: bool, added_by: str) -> Iterator[ChunkReport]:
+def _run(lines: Iterable[Any], *, skip_duplicates: bool, added_by: str, wings: Wings = None) -> Iterator[ChunkReport]:
     running = empty_counts()
     redacted: Counter[str] = Counter()
     number = 0
@@ -274,7 +285,7 @@ def _run(lines: Iterable[Any], *, skip_duplicates: bool, added_by: str) -> Itera
             chunk = next(parsed, None)
             if chunk is None:
                 return
-            results = ingest_chunk(chunk, skip_duplicates=skip_duplicates, added_by=added_by)
+            results = ingest_chunk(chunk, skip_duplicates=skip_duplicates, added_by=added_by, wings=wings)
         except PalaceError as exc:
             yield ChunkReport(chunk=number, error=str(exc), running=dict(running), running_redactions=dict(redacted))
             return
@@ -290,7 +301,9 @@ def _run(lines: Iterable[Any], *, skip_duplicates: bool, added_by: str) -> Itera
         yield report
 
 
-def export_memories(*, batch_size: int = 256, actor: str = "", operation: str = "export") -> Iterator[dict[str, Any]]:
+def export_memories(
+    *, batch_size: int = 256, actor: str = "", operation: str = "export", wings: Wings = None
+) -> Iterator[dict[str, Any]]:
     """Every memory (superseded ones included) with every field, in id order; opens the palace now.
 
     Audited once the export ends (or stops early), with the ids actually handed out.
@@ -300,7 +313,7 @@ def export_memories(*, batch_size: int = 256, actor: str = "", operation: str = 
     def memories() -> Iterator[dict[str, Any]]:
         sent: list[int] = []
         try:
-            for point in palace.store.scroll(memory_filter=MemoryFilter(), batch_size=batch_size):
+            for point in palace.store.scroll(memory_filter=MemoryFilter(wings=wings), batch_size=batch_size):
                 sent.append(point.id)  # handed out once the consumer's next() returns it
                 yield public_memory(point.id, point.payload)
         finally:

@@ -90,6 +90,9 @@ class ApiToken(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     revoked_at = models.DateTimeField(null=True, blank=True, editable=False, db_index=True)
+    wings = models.JSONField(
+        default=list, blank=True, editable=False, help_text="The only wings it reads and writes; empty = every wing."
+    )
 
     class Meta:
         ordering = ["name"]

@@ -273,6 +273,14 @@ def build_redactor(mode: str, packs: Iterable[str]) -> Redactor:
     return Redactor(mode=mode, rules=resolve_packs(packs))
 
 
+def scrub_message(message: str) -> str:
+    """An error message with the rules in force applied (it may quote a field value that was never stored)."""
+    redactor = current()
+    if redactor.mode == "off":
+        return message
+    return Redactor(mode="enforce", rules=redactor.rules).scan(message)[0]
+
+
 _cache: dict[tuple[str, tuple[str, ...]], Redactor] = {}
 
 

@@ -7,7 +7,7 @@ import math
 from datetime import datetime
 from typing import Any
 
-from palace import audit, retrieval
+from palace import audit, retrieval, scope
 from palace.forms import CheckDuplicateForm, FindForm, GainForm, RecallForm
 from palace.gain import gain_summary
 from palace.memories import public_memory
@@ -43,6 +43,7 @@ def find(
     include_superseded: Any = None,
     ranking: str = HYBRID,
     actor: str = "",
+    wings: scope.Wings = None,
 ) -> dict[str, Any]:
     """Hybrid (dense + BM25) search with filters, optional true half-life recency and superseded hiding."""
     raw = {
@@ -69,6 +70,8 @@ def find(
         until=fields["until"],
         include_superseded=fields["include_superseded"],
         current_at=now,
+        expired=False,
+        wings=wings,
     )
     limit_value: int = fields["limit"]
     half_life: float = fields["recency_half_life_days"] or 0.0
@@ -116,22 +119,32 @@ def _audited_filters(fields: dict[str, Any]) -> dict[str, Any]:
     return filters
 
 
-def recall(*, ids: Any, actor: str = "", operation: str = "recall") -> dict[str, Any]:
+def recall(*, ids: Any, actor: str = "", operation: str = "recall", wings: scope.Wings = None) -> dict[str, Any]:
     """Memories by id (superseded ones included, with their temporal fields); unknown ids listed as missing."""
     fields = RecallForm({"ids": ids}).parsed()
     palace = get_palace()
-    points = palace.store.retrieve(fields["ids"])
+    points = scope.retrieve(palace.store, fields["ids"], wings)
     found = {point.id for point in points}
     audit.record_read(
         operation=operation, actor=actor, filters={"ids": fields["ids"]}, result_ids=[point.id for point in points]
     )
+    now = utc_now()
     return {
-        "memories": [public_memory(point.id, point.payload) for point in points],
+        "memories": [
+            public_memory(point.id, point.payload) | {"expired": _expired(point.payload, now)} for point in points
+        ],
         "missing": [memory_id for memory_id in fields["ids"] if memory_id not in found],
     }
 
 
-def check_duplicate(*, text: Any, actor: str = "") -> dict[str, Any]:
+def _expired(payload: dict[str, Any], now: datetime) -> bool:
+    try:
+        return bool(payload.get("expires_at")) and parse_rfc3339(payload["expires_at"]) <= now
+    except ValueError:
+        return False
+
+
+def check_duplicate(*, text: Any, actor: str = "", wings: scope.Wings = None) -> dict[str, Any]:
     """The closest current memory and whether its cosine similarity is at or above 0.95."""
     fields = CheckDuplicateForm({"text": text}).parsed()
     palace = get_palace()
@@ -139,7 +152,7 @@ def check_duplicate(*, text: Any, actor: str = "") -> dict[str, Any]:
     hits = palace.store.search(
         dense_query=vector,
         keyword_query=None,
-        memory_filter=MemoryFilter(include_superseded=False, current_at=utc_now()),
+        memory_filter=MemoryFilter(include_superseded=False, current_at=utc_now(), expired=False, wings=wings),
         limit=1,
     )
     closest = public_memory(hits[0].id, hits[0].payload, score=hits[0].score) if hits else None
@@ -155,11 +168,11 @@ def check_duplicate(*, text: Any, actor: str = "") -> dict[str, Any]:
     }
 
 
-def status() -> dict[str, Any]:
-    """Totals, counts by wing, hall and category, and the state of the search index."""
+def status(*, wings: scope.Wings = None) -> dict[str, Any]:
+    """Totals, counts by wing, hall and category (of a scoped caller's wings only), and the search index state."""
     palace = get_palace()
-    everything = MemoryFilter()
-    current = MemoryFilter(include_superseded=False, current_at=utc_now())
+    everything = MemoryFilter(wings=wings)
+    current = MemoryFilter(include_superseded=False, current_at=utc_now(), wings=wings)
     return {
         "collection": palace.collection,
         "embedding_model": palace.embedder.model_name,
@@ -172,21 +185,24 @@ def status() -> dict[str, Any]:
     }
 
 
-def taxonomy() -> dict[str, Any]:
-    """Counts by wing, room, hall and category."""
+def taxonomy(*, wings: scope.Wings = None) -> dict[str, Any]:
+    """Counts by wing, room, hall and category (of a scoped caller's wings only)."""
     palace = get_palace()
-    everything = MemoryFilter()
+    everything = MemoryFilter(wings=wings)
     return {
         plural: palace.store.facet(key=key, memory_filter=everything)
         for key, plural in (("wing", "wings"), ("room", "rooms"), ("hall", "halls"), ("category", "categories"))
     }
 
 
-def recent(*, count: int, actor: str = "", operation: str = "recent") -> list[dict[str, Any]]:
+def recent(
+    *, count: int, actor: str = "", operation: str = "recent", wings: scope.Wings = None
+) -> list[dict[str, Any]]:
     """The newest current memories, newest first (the wake-up context and the admin overview; audited)."""
     palace = get_palace()
     points = palace.store.recent(
-        memory_filter=MemoryFilter(include_superseded=False, current_at=utc_now()), limit=count
+        memory_filter=MemoryFilter(include_superseded=False, current_at=utc_now(), expired=False, wings=wings),
+        limit=count,
     )
     audit.record_read(
         operation=operation, actor=actor, filters={"count": count}, result_ids=[point.id for point in points]

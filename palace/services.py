@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 from django.db import transaction
 
-from palace import journal, metrics, redaction
+from palace import journal, metrics, redaction, scope
 from palace.errors import (
     ConfirmationRequired,
     EmbedderUnavailable,
@@ -60,6 +60,7 @@ def _memory_record(fields: dict[str, Any], *, memory_id: int, timestamp: str, ad
     record = {key: fields.get(key) or None for key in SCHEMA_KEYS}
     record["text"] = fields["text"]
     record.update(id=memory_id, timestamp=timestamp, added_by=added_by or None)
+    record["expires_at"] = format_rfc3339(fields["expires_at"]) if fields.get("expires_at") else None
     return record
 
 
@@ -129,7 +130,7 @@ def embed_deferred(palace: Palace, *, batch_size: int = 64) -> int:
     return done
 
 
-def _existing_duplicates(palace: Palace, texts: Sequence[str]) -> dict[str, dict[str, Any]]:
+def _existing_duplicates(palace: Palace, texts: Sequence[str], wings: scope.Wings = None) -> dict[str, dict[str, Any]]:
     """Current memories whose text equals one of texts, by hash.
 
     The rule is cosine >= 0.95 AND the same text; equal texts embed to equal vectors under
@@ -140,7 +141,9 @@ def _existing_duplicates(palace: Palace, texts: Sequence[str]) -> dict[str, dict
         return {}
     found: dict[str, dict[str, Any]] = {}
     for point in palace.store.scroll(
-        memory_filter=MemoryFilter(text_hashes=hashes, include_superseded=False, current_at=utc_now())
+        memory_filter=MemoryFilter(
+            text_hashes=hashes, include_superseded=False, current_at=utc_now(), expired=False, wings=wings
+        )
     ):
         text = point.payload.get("text", "")
         if text not in found:
@@ -204,7 +207,10 @@ def store(
     session: Any = None,
     source_file: Any = None,
     timestamp: Any = None,
+    expires_at: Any = None,
+    ttl_days: Any = None,
     added_by: str = "",
+    wings: scope.Wings = None,
 ) -> dict[str, Any]:
     """Store one memory, or return the existing current memory with the same text."""
     result = store_batch(
@@ -218,9 +224,12 @@ def store(
                 "session": session,
                 "source_file": source_file,
                 "timestamp": timestamp,
+                "expires_at": expires_at,
+                "ttl_days": ttl_days,
             }
         ],
         added_by=added_by,
+        wings=wings,
         _single=True,
     )
     item = result["items"][0]
@@ -228,7 +237,12 @@ def store(
 
 
 def store_batch(
-    *, items: Any, skip_duplicates: bool = False, added_by: str = "", _single: bool = False
+    *,
+    items: Any,
+    skip_duplicates: bool = False,
+    added_by: str = "",
+    wings: scope.Wings = None,
+    _single: bool = False,
 ) -> dict[str, Any]:
     """Store 1-256 memories with one embedding pass and one upsert; per-item outcomes and counts."""
     if not isinstance(items, list):
@@ -244,11 +258,13 @@ def store_batch(
             fields = MemoryForm(
                 {k: v for k, v in item.items() if v is not None} if isinstance(item, dict) else item
             ).parsed()
+            scope.refuse_outside(fields["wing"], wings)
         except InvalidInput as exc:
             if _single:
                 raise
             cleaned.append(None)
-            outcomes.append({"index": index, "status": "failed", "error": str(exc), "redactions": {}})
+            error = redaction.scrub_message(str(exc))
+            outcomes.append({"index": index, "status": "failed", "error": error, "redactions": {}})
             continue
         found = _redact(fields)
         cleaned.append(fields)
@@ -256,18 +272,24 @@ def store_batch(
     palace = get_palace()
     # Embed before taking the write lock so concurrent writers and searches do not queue behind a
     # whole embedding pass; the duplicate check is repeated under the lock, where it decides.
-    candidates = _fresh_texts(palace, cleaned)
+    candidates = _fresh_texts(palace, cleaned, wings)
     prepared = dict(zip(candidates, _embed_or_defer(palace, candidates))) if candidates else {}
     with _write_lock:
         return _store_validated(
-            palace, cleaned, outcomes, prepared=prepared, skip_duplicates=skip_duplicates, added_by=added_by
+            palace,
+            cleaned,
+            outcomes,
+            prepared=prepared,
+            skip_duplicates=skip_duplicates,
+            added_by=added_by,
+            wings=wings,
         )
 
 
-def _fresh_texts(palace: Palace, cleaned: list[dict[str, Any] | None]) -> list[str]:
-    """Distinct valid texts that no current memory holds yet, in input order."""
+def _fresh_texts(palace: Palace, cleaned: list[dict[str, Any] | None], wings: scope.Wings) -> list[str]:
+    """Distinct valid texts that no current memory (in the caller's wings) holds yet, in input order."""
     texts = list(dict.fromkeys(fields["text"] for fields in cleaned if fields is not None))
-    existing = _existing_duplicates(palace, texts)
+    existing = _existing_duplicates(palace, texts, wings)
     return [text for text in texts if text not in existing]
 
 
@@ -279,9 +301,10 @@ def _store_validated(
     prepared: dict[str, npt.NDArray[np.float32]],
     skip_duplicates: bool,
     added_by: str,
+    wings: scope.Wings = None,
 ) -> dict[str, Any]:
     valid_texts = [fields["text"] for fields in cleaned if fields is not None]
-    existing = _existing_duplicates(palace, valid_texts)
+    existing = _existing_duplicates(palace, valid_texts, wings)
     now = format_rfc3339(utc_now())
     fresh: list[int] = []
     first_in_batch: dict[str, int] = {}
@@ -313,13 +336,13 @@ def _store_validated(
                 records.append(_memory_record(fields, memory_id=memory_id, timestamp=stamp, added_by=added_by))
             return {"memories": records}
 
-        wings = Counter(cleaned[index]["wing"] for index in fresh)  # type: ignore[index]
+        by_wing = Counter(cleaned[index]["wing"] for index in fresh)  # type: ignore[index]
         entry, _ids = journal.record_with_new_ids(
             operation=JournalEntry.Operation.STORE,
             count=len(fresh),
             build_payload=build,
             added_by=added_by,
-            wing=wings.most_common(1)[0][0],
+            wing=by_wing.most_common(1)[0][0],
         )
         _journal_and_apply(palace, entry, vectors)
         for record, index in zip(entry.payload["memories"], fresh):
@@ -348,7 +371,7 @@ def _total(outcomes: Sequence[dict[str, Any]]) -> dict[str, int]:
 
 
 def restore_records(
-    *, records: list[dict[str, Any]], skip_duplicates: bool = False, added_by: str = ""
+    *, records: list[dict[str, Any]], skip_duplicates: bool = False, added_by: str = "", wings: scope.Wings = None
 ) -> list[dict[str, Any]]:
     """Store validated memory records under their own ids and temporal fields (imports, restores).
 
@@ -357,6 +380,8 @@ def restore_records(
     come back. Journaled as a STORE entry carrying the full records, so rebuild restores them too.
     """
     palace = get_palace()
+    for record in records:
+        scope.refuse_outside(record["wing"], wings)
     records = [dict(record) for record in records]
     found = [_redact(record) for record in records]
     with _write_lock:
@@ -365,6 +390,11 @@ def restore_records(
         fresh: dict[int, dict[str, Any]] = {}
         for index, record in enumerate(records):
             memory_id = record["id"]
+            if memory_id in existing and wings is not None and existing[memory_id].payload.get("wing") not in wings:
+                # A scoped caller must neither overwrite nor read a memory of another wing.
+                error = f"id {memory_id} belongs to a wing outside this token's wings; nothing was written"
+                outcomes.append({"index": index, "status": "failed", "error": error, "redactions": {}})
+                continue
             if memory_id in existing:
                 memory = public_memory(memory_id, existing[memory_id].payload)
             elif memory_id in fresh:
@@ -418,7 +448,10 @@ def supersede(
     reason: Any,
     session: Any = None,
     source_file: Any = None,
+    expires_at: Any = None,
+    ttl_days: Any = None,
     added_by: str = "",
+    wings: scope.Wings = None,
 ) -> dict[str, Any]:
     """Store a corrected memory and mark each old one superseded (valid_until=now), keeping history."""
     fields = SupersedeForm(
@@ -434,19 +467,24 @@ def supersede(
                 "reason": reason,
                 "session": session,
                 "source_file": source_file,
+                "expires_at": expires_at,
+                "ttl_days": ttl_days,
             }.items()
             if value is not None
         }
     ).parsed()
+    scope.refuse_outside(fields["wing"], wings)
     found = _redact(fields)
     palace = get_palace()
     with _write_lock:
-        return _supersede_validated(palace, fields, added_by=added_by) | {"redactions": found}
+        return _supersede_validated(palace, fields, added_by=added_by, wings=wings) | {"redactions": found}
 
 
-def _supersede_validated(palace: Palace, fields: dict[str, Any], *, added_by: str) -> dict[str, Any]:
+def _supersede_validated(
+    palace: Palace, fields: dict[str, Any], *, added_by: str, wings: scope.Wings = None
+) -> dict[str, Any]:
     old_ids: list[int] = fields["supersedes"]
-    found = {point.id: point for point in palace.store.retrieve(old_ids)}
+    found = {point.id: point for point in scope.retrieve(palace.store, old_ids, wings)}
     if not found:
         raise InvalidInput.single("supersedes", f"none of the ids exist: {old_ids}")
     vectors = _embed_or_defer(palace, [fields["text"]])
@@ -481,7 +519,7 @@ def _supersede_validated(palace: Palace, fields: dict[str, Any], *, added_by: st
     return {"memory": public_memory(record["id"], record), "reason": fields["reason"], "marked": marked}
 
 
-def delete(*, ids: Any, reason: Any, confirm: Any, added_by: str = "") -> dict[str, Any]:
+def delete(*, ids: Any, reason: Any, confirm: Any, added_by: str = "", wings: scope.Wings = None) -> dict[str, Any]:
     """Hard-delete memories by id after journaling their full records."""
     fields = DeleteForm({"ids": ids, "reason": reason, "confirm": confirm}).parsed()
     if not fields["confirm"]:
@@ -489,7 +527,7 @@ def delete(*, ids: Any, reason: Any, confirm: Any, added_by: str = "") -> dict[s
             "confirm", "must be true: deleting is permanent and needs the operator's approval"
         )
     palace = get_palace()
-    points = palace.store.retrieve(fields["ids"])
+    points = scope.retrieve(palace.store, fields["ids"], wings)
     found = {point.id for point in points}
     if points:
         entry = journal.record(
@@ -526,6 +564,7 @@ def delete_by_filter(
     until: Any = None,
     include_superseded: Any = False,
     added_by: str = "",
+    wings: scope.Wings = None,
 ) -> dict[str, Any]:
     """Hard-delete every memory a filter matches (max 1000), guarded by dry_run and expected_count."""
     raw = {
@@ -556,6 +595,7 @@ def delete_by_filter(
         until=fields["until"],
         include_superseded=fields["include_superseded"],
         current_at=utc_now(),
+        wings=wings,
     )
     matched = []
     for point in palace.store.scroll(memory_filter=memory_filter):
@@ -644,3 +684,34 @@ def rebuild(*, batch_size: int = 256) -> dict[str, Any]:
         _journal_and_apply(palace, entry)
     flush_stores()
     return {"entries_replayed": replayed, "previous_store": moved_to, "embedding_model": palace.embedder.model_name}
+
+
+def expire(*, dry_run: bool = False, added_by: str = "") -> dict[str, Any]:
+    """Hard-delete every memory whose expires_at has passed, journaled with the full records (in chunks)."""
+    palace = get_palace()
+    now = utc_now()
+    with _write_lock:
+        expired = list(palace.store.scroll(memory_filter=MemoryFilter(expired=True, current_at=now)))
+        summary: dict[str, Any] = {
+            "dry_run": dry_run,
+            "expired_count": len(expired),
+            "deleted_count": 0,
+            "breakdown_by_wing": dict(Counter(p.payload.get("wing", "") for p in expired)),
+            "ids": [p.id for p in expired],
+        }
+        if dry_run:
+            return summary
+        for start in range(0, len(expired), MAX_FILTER_DELETE):
+            chunk = expired[start : start + MAX_FILTER_DELETE]
+            ids = [p.id for p in chunk]
+            entry = journal.record(
+                operation=JournalEntry.Operation.DELETE,
+                payload={"ids": ids, "memories": [public_memory(p.id, p.payload) for p in chunk]},
+                memory_ids=ids,
+                added_by=added_by,
+                reason=f"expired (expires_at before {format_rfc3339(now)})",
+                wing=chunk[0].payload.get("wing", ""),
+            )
+            _journal_and_apply(palace, entry)
+            summary["deleted_count"] += len(chunk)
+    return summary

@@ -11,7 +11,7 @@ from django.http.response import HttpResponseBase
 from ninja import Router
 
 from palace import ingest as ingest_service
-from palace.auth import writer
+from palace.auth import token_wings, writer
 from palace.errors import PalaceError
 from palace.routes.ingest import NDJSON, stream_from_thread
 
@@ -51,7 +51,9 @@ async def export(request: HttpRequest) -> HttpResponseBase:
     try:
         actor = writer(request, f"http:{request.META.get('REMOTE_ADDR') or 'unknown'}")
         memories = await anyio.to_thread.run_sync(
-            functools.partial(ingest_service.export_memories, actor=actor, operation="http_export")
+            functools.partial(
+                ingest_service.export_memories, actor=actor, operation="http_export", wings=token_wings(request)
+            )
         )
     except PalaceError as exc:
         return HttpResponse(f"cannot export: {exc}\n", status=503, content_type="text/plain; charset=utf-8")

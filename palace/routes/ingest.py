@@ -125,9 +125,10 @@ async def ingest(request: HttpRequest, skip_duplicates: bool = False) -> HttpRes
     if first.error is not None:
         return _plain(400, f"the body is not JSON Lines: line {first.number} {first.error}")
     added_by = auth.writer(request, HTTP_ADDED_BY)
+    wings = auth.token_wings(request)
     try:
         reports = await anyio.to_thread.run_sync(
-            lambda: ingest_service.ingest(lines=lines, skip_duplicates=skip_duplicates, added_by=added_by)
+            lambda: ingest_service.ingest(lines=lines, skip_duplicates=skip_duplicates, added_by=added_by, wings=wings)
         )
     except PalaceError as exc:
         return _plain(503, f"the palace cannot take writes: {exc}")

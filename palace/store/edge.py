@@ -90,6 +90,22 @@ def edge_filter(memory_filter: MemoryFilter) -> qe.Filter | None:
                 ]
             )
         )
+    if memory_filter.wings is not None:
+        must.append(qe.FieldCondition("wing", match=qe.MatchAny(list(memory_filter.wings))))
+    if memory_filter.expired is not None:
+        moment = _rfc3339(memory_filter.current_at or datetime.now(UTC))
+        if memory_filter.expired:
+            must.append(qe.FieldCondition("expires_at", range=qe.RangeDateTime(lte=moment)))
+        else:
+            must.append(
+                qe.Filter(
+                    should=[
+                        qe.IsNullCondition("expires_at"),
+                        qe.IsEmptyCondition("expires_at"),
+                        qe.FieldCondition("expires_at", range=qe.RangeDateTime(gt=moment)),
+                    ]
+                )
+            )
     return qe.Filter(must=must) if must else None
 
 

@@ -77,6 +77,22 @@ def server_filter(memory_filter: MemoryFilter) -> models.Filter | None:
                 ]
             )
         )
+    if memory_filter.wings is not None:
+        must.append(models.FieldCondition(key="wing", match=models.MatchAny(any=list(memory_filter.wings))))
+    if memory_filter.expired is not None:
+        moment = _second(memory_filter.current_at or datetime.now(UTC))
+        if memory_filter.expired:
+            must.append(models.FieldCondition(key="expires_at", range=models.DatetimeRange(lte=moment)))
+        else:
+            must.append(
+                models.Filter(
+                    should=[
+                        models.IsNullCondition(is_null=models.PayloadField(key="expires_at")),
+                        models.IsEmptyCondition(is_empty=models.PayloadField(key="expires_at")),
+                        models.FieldCondition(key="expires_at", range=models.DatetimeRange(gt=moment)),
+                    ]
+                )
+            )
     return models.Filter(must=must) if must else None
 
 

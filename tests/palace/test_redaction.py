@@ -298,3 +298,11 @@ def test_it_reports_redactions_from_the_ingest_command(palace: Palace, tmp_path:
     assert lines[-1]["redactions"] == {"aws_access_key": 1}
     assert "redacted: aws_access_key 1" in err.getvalue()
     assert AWS_KEY not in out.getvalue() + err.getvalue()
+
+
+def test_it_redacts_error_messages_that_quote_a_refused_value(palace: Palace) -> None:
+    batch = services.store_batch(items=[memory("fine"), memory("bad wing", wing=f"key {AWS_KEY}")])
+    (report,) = list(ingest.ingest(lines=[json.dumps({"id": 1_900_000_001, **memory("x", hall=f"h {AWS_KEY}")})]))
+
+    assert batch["items"][1]["status"] == "failed" and "[REDACTED:aws_access_key]" in batch["items"][1]["error"]
+    assert AWS_KEY not in json.dumps(batch) + json.dumps(report.results)
