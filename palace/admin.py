@@ -14,7 +14,7 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 
-from palace import tokens
+from palace import audit, tokens
 from palace.errors import PalaceError
 from palace.models import ApiToken, AuditRecord, JournalEntry, PalaceOverview, UsageEvent
 
@@ -61,6 +61,19 @@ class JournalEntryAdmin(ReadOnlyAdmin):
     @admin.display(description="memories")
     def memories(self, entry: JournalEntry) -> str:
         return _memory_links([int(i) for i in entry.memory_ids])
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        """A journal entry's page shows the full records it wrote or removed: a read, audited."""
+        response = super().change_view(request, object_id, form_url, extra_context)
+        entry = self.get_object(request, object_id)
+        if entry is not None and response.status_code == 200:
+            ids = [int(i) for i in entry.memory_ids]
+            audit.record_read(
+                operation="admin_journal", actor=_admin_actor(request), filters={"entry": entry.pk}, result_ids=ids
+            )
+        return response
 
     def get_urls(self) -> list[URLPattern]:
         memory = path("memory/<int:memory_id>/", self.admin_site.admin_view(self.memory_view), name="palace_memory")

@@ -18,7 +18,7 @@ from django.db import DatabaseError, connection, transaction
 from django.test import Client
 
 from palace import audit, ingest, selectors, services
-from palace.models import AuditRecord
+from palace.models import AuditRecord, JournalEntry
 from palace.runtime import Palace
 from tests.palace.helpers import memory
 
@@ -94,11 +94,14 @@ def test_it_records_the_admin_s_memory_views(palace: Palace, admin_client: Clien
 
     assert admin_client.get(f"/admin/palace/journalentry/memory/{memory_id}/", HTTP_HOST=HOST).status_code == 200
     assert admin_client.get("/admin/palace/palaceoverview/", HTTP_HOST=HOST).status_code == 200
+    entry = JournalEntry.objects.get()
+    assert admin_client.get(f"/admin/palace/journalentry/{entry.pk}/change/", HTTP_HOST=HOST).status_code == 200
     listing = admin_client.get("/admin/palace/auditrecord/?operation__exact=admin_memory", HTTP_HOST=HOST)
 
     assert [(r.operation, r.actor, r.result_ids) for r in rows()] == [
         ("admin_memory", "admin:admin", [memory_id]),
         ("admin_overview", "admin:admin", [memory_id]),
+        ("admin_journal", "admin:admin", [memory_id]),
     ]
     assert listing.status_code == 200 and b"admin_memory" in listing.content
     assert listing.context["cl"].result_count == 1  # the filter applies
