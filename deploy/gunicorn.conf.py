@@ -8,8 +8,15 @@ from __future__ import annotations
 
 import os
 
-from mcpserver.gunicorn_conf import control_socket_disable, graceful_timeout, on_starting, timeout, worker_class
 from palazzo_site.environment import read_environment
+from palazzo_site.gunicorn_conf import (
+    control_socket_disable,
+    graceful_timeout,
+    on_starting,
+    post_fork,
+    timeout,
+    worker_class,
+)
 
 _env = read_environment()
 wsgi_app = "palazzo_site.asgi:application"
@@ -29,6 +36,7 @@ __all__ = [
     "forwarded_allow_ips",
     "graceful_timeout",
     "on_starting",
+    "post_fork",
     "timeout",
     "worker_class",
     "workers",

@@ -124,6 +124,20 @@ class SearchIndexState(BaseModel):
     )
 
 
+class FailedEntry(BaseModel):
+    entry: int
+    operation: str
+    error: str
+
+
+class JournalState(BaseModel):
+    """Journal entries the store never confirmed (pending) or that could not be applied (failed)."""
+
+    pending: int
+    failed: int = Field(description="Entries marked failed: refused writes, or rows that could not be re-applied.")
+    latest_failed: list[FailedEntry] = Field(description="The newest failed entries with their reasons.")
+
+
 class StatusResult(BaseModel):
     """palace_status: totals, counts by wing, hall and category, and the search index's state."""
 
@@ -135,6 +149,7 @@ class StatusResult(BaseModel):
     halls: dict[str, int]
     categories: dict[str, int]
     search_index: SearchIndexState
+    journal: JournalState
 
 
 class TaxonomyResult(BaseModel):

@@ -6,7 +6,7 @@ validate. The palace's forms do, and their InvalidInput names the field and the 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from palace.forms import (
     FIRST_MEMORY_ID,
@@ -21,9 +21,29 @@ from palace.forms import (
     MAX_TTL_DAYS,
 )
 from palace.timefmt import EXAMPLE
-from palazzo_site.environment import PalazzoEnvironment
 
 Schema = dict[str, Any]
+
+
+class PalazzoEnvironment(Protocol):
+    """What the MCP server reads of the configuration (settings.PALAZZO, built by palazzo_site.environment).
+
+    A protocol of the same name, so that the entry points describe what they need instead of
+    importing the site above them.
+    """
+
+    @property
+    def categories(self) -> tuple[str, ...]: ...
+    @property
+    def wings(self) -> tuple[str, ...]: ...
+    @property
+    def halls(self) -> tuple[str, ...]: ...
+    @property
+    def read_only(self) -> bool: ...
+    @property
+    def log_level(self) -> str: ...
+    @property
+    def wake_up_count(self) -> int: ...
 
 
 def _object(properties: Schema, required: tuple[str, ...] = ()) -> Schema:

@@ -27,18 +27,19 @@ from mcp_types import CallToolResult, ContentBlock, TextContent
 from pydantic import BaseModel, ConfigDict
 
 from mcpserver import models
+from mcpserver.schemas import PalazzoEnvironment
 from mcpserver.tools import TOOLS, Caller, ToolSpec
-from palace import auth, metrics
+from palace import __version__, auth, metrics
 from palace.audit import start_audit_writer
 from palace.errors import InvalidInput, PalaceError
+from palace.forms import shown_name, writer_stamp
 from palace.gain import record_usage, start_usage_writer
-from palazzo_site import __version__
-from palazzo_site.environment import PalazzoEnvironment
 
 logger = logging.getLogger(__name__)
 
 WAKE_UP_URI = "palace://wake-up"
 CONTEXT_KWARG = "_palazzo_mcp_context"
+TOKEN_STAMP_PREFIX = "token:"
 
 
 def instructions(env: PalazzoEnvironment) -> str:
@@ -177,14 +178,18 @@ def client_identity(ctx: Context[Any]) -> str:
     info = params.client_info if params is not None else None
     if info is None or not info.name:
         return "unknown-client"
-    return f"{info.name}/{info.version}" if info.version else info.name
+    name = f"{info.name}/{info.version}" if info.version else info.name
+    # A declared name can never pass for a token's stamp (token:<name>, given only to a bearer token).
+    if name.strip().lower().startswith(TOKEN_STAMP_PREFIX):
+        name = f"client:{name}"
+    return writer_stamp(name)
 
 
 def _parse_arguments(spec: ToolSpec, schema: dict[str, Any], arguments: dict[str, Any]) -> dict[str, Any]:
     """Refuse unknown keys; pass required ones as None when missing so the palace reports them."""
     unknown = sorted(set(arguments) - set(schema["properties"]))
     if unknown:
-        raise InvalidInput({key: ["is not a known field"] for key in unknown[:10]})
+        raise InvalidInput({shown_name(key): ["is not a known field"] for key in unknown[:10]})
     return {key: None for key in schema.get("required", ())} | arguments
 
 

@@ -11,7 +11,7 @@ from mcp_types import ToolAnnotations
 from pydantic import BaseModel
 
 from mcpserver import models, schemas
-from palazzo_site.environment import PalazzoEnvironment
+from mcpserver.schemas import PalazzoEnvironment
 
 Call = Callable[[dict[str, Any], "Caller"], dict[str, Any]]
 

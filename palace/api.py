@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from ninja import NinjaAPI
 
+from palace import __version__
 from palace.routes import export, ingest, operations
-from palazzo_site import __version__
 
 api = NinjaAPI(title="palazzo", version=__version__, docs_url="/api/docs", openapi_url="/api/openapi.json")
 api.add_router("", operations.router)

@@ -1,24 +1,21 @@
-"""Bearer-token access to the HTTP routes that reach the palace: /mcp, /ingest, /export and /metrics.
+"""Who may reach the palace over HTTP: the token rules of /mcp, /ingest, /export and /metrics.
 
-An ASGI wrapper, so it covers the MCP transport and Django's routes alike; it runs after the host guard.
-The authenticated identity travels in the ASGI scope (SCOPE_KEY), where the MCP tools and the Django
-views read it (request_identity) to stamp writes.
+The site's ASGI middleware (palazzo_site.middleware.BearerAuth) applies them to every request and puts
+the authenticated identity in the ASGI scope (SCOPE_KEY), where the MCP tools and the Django views read
+it (request_identity) to stamp writes.
 """
 
 from __future__ import annotations
 
 import functools
 import ipaddress
-import json
 import logging
 import socket
 from collections.abc import MutableMapping
 from typing import Any
 
-import anyio.to_thread
 from django.conf import settings
 from django.db import close_old_connections
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from palace import tokens
 from palace.tokens import TokenIdentity
@@ -108,16 +105,8 @@ def read_scope_refusal(request_or_scope: Any, tool: str) -> str | None:
     )
 
 
-def _bearer(scope: Scope) -> str | None:
-    for key, value in scope.get("headers", ()):
-        if key.lower() == b"authorization":
-            scheme, _, credentials = bytes(value).decode("latin-1").partition(" ")
-            return credentials.strip() if scheme.lower() == "bearer" and credentials.strip() else None
-    return None
-
-
-def _check(presented: str | None, server_host: str | None) -> tuple[bool, TokenIdentity | None]:
-    """(token required, identity) for one request; runs in a worker thread (database)."""
+def check_request(presented: str | None, server_host: str | None) -> tuple[bool, TokenIdentity | None]:
+    """(token required, identity) for one request; blocking (it reads the database), so run it in a thread."""
     close_old_connections()
     try:
         identity = tokens.authenticate(presented) if presented else None
@@ -129,58 +118,3 @@ def _check(presented: str | None, server_host: str | None) -> tuple[bool, TokenI
         return tokens.active_tokens_exist() or (off_loopback and not settings.PALAZZO.allow_insecure), None
     finally:
         close_old_connections()
-
-
-async def _respond(send: Send, status: int, error: str, *, challenge: str | None = None) -> None:
-    body = json.dumps({"error": error}).encode("utf-8")
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    if challenge is not None:
-        headers.append((b"www-authenticate", challenge.encode("latin-1")))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
-
-class BearerAuth:
-    """ASGI middleware: 401 without a valid token on the protected routes, 403 for a read token writing."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not is_protected(scope.get("path", "")):
-            await self.app(scope, receive, send)
-            return
-        presented = _bearer(scope)
-        server = scope.get("server")
-        # A Unix socket (no port) is reachable only through its file permissions: treat it as local.
-        server_host = str(server[0]) if server and server[1] is not None else None
-        required, identity = await anyio.to_thread.run_sync(_check, presented, server_host)
-        if identity is None and required:
-            if presented is None:
-                await _respond(
-                    send, 401, "this route needs Authorization: Bearer <token>", challenge='Bearer realm="palazzo"'
-                )
-            else:
-                await _respond(
-                    send,
-                    401,
-                    "the bearer token is not valid (unknown, malformed or revoked)",
-                    challenge='Bearer realm="palazzo", error="invalid_token"',
-                )
-            return
-        if identity is not None and not identity.can_write:
-            method = str(scope.get("method", "GET")).upper()
-            path = scope.get("path", "")
-            if any(method == m and (path == p or path.startswith(p + "/")) for m, p in WRITE_ROUTES):
-                await _respond(
-                    send,
-                    403,
-                    f"token {identity.name!r} has the read scope: {method} {path} writes to the palace and needs a "
-                    "token with the write scope",
-                    challenge='Bearer realm="palazzo", error="insufficient_scope", scope="write"',
-                )
-                return
-        if identity is not None:
-            scope = dict(scope)
-            scope[SCOPE_KEY] = identity
-        await self.app(scope, receive, send)

@@ -21,11 +21,11 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.management import call_command
-from django.db import connection, connections
+from django.db import DatabaseError, connection, connections
 
+from palace import __version__
 from palace.errors import InvalidInput
 from palace.timefmt import format_rfc3339, utc_now
-from palazzo_site import __version__
 
 FORMAT = "palazzo-backup/1"
 MANIFEST = "manifest.json"
@@ -70,9 +70,19 @@ def create_backup(*, out: Path) -> dict[str, Any]:
     if engine not in ("sqlite", "postgresql"):
         raise InvalidInput.single("database", f"backups support SQLite and PostgreSQL, not {engine}")
     partial = out.with_name(out.name + ".partial")
-    if partial.exists():
-        shutil.rmtree(partial)
-    partial.mkdir(parents=True)
+    if partial.exists() or partial.is_symlink():
+        # Never deleted here: it may be another backup in progress, or something the operator keeps there.
+        raise InvalidInput.single(
+            "out",
+            f"{partial} already exists (a backup to {out} is running or was interrupted); "
+            "remove it once no backup is running, or choose another path",
+        )
+    try:
+        partial.mkdir(parents=True)
+    except FileExistsError:
+        raise InvalidInput.single("out", f"{partial} already exists: another backup to {out} just started") from None
+    except OSError as exc:
+        raise InvalidInput.single("out", f"cannot create {partial}: {exc.strerror or exc}") from None
     try:
         if engine == "sqlite":
             source = sqlite3.connect(str(settings.DATABASES["default"]["NAME"]), timeout=30)
@@ -112,11 +122,19 @@ def create_backup(*, out: Path) -> dict[str, Any]:
 
 def _read_manifest(source: Path) -> dict[str, Any]:
     try:
-        manifest: dict[str, Any] = json.loads((source / MANIFEST).read_text())
-    except (OSError, ValueError):
+        manifest: Any = json.loads((source / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
         raise InvalidInput.single("path", f"{source} is not a palazzo backup (no readable {MANIFEST})") from None
+    if not isinstance(manifest, dict):
+        raise InvalidInput.single("path", f"{source / MANIFEST} is not a JSON object")
     if manifest.get("format") != FORMAT:
-        raise InvalidInput.single("path", f"{source} has format {manifest.get('format')!r}, expected {FORMAT}")
+        shown = manifest.get("format")
+        raise InvalidInput.single("path", f"{source} has format {shown!r:.60}, expected {FORMAT}")
+    if manifest.get("engine") not in ("sqlite", "postgresql"):
+        raise InvalidInput.single("path", f"{source / MANIFEST} names no database engine (sqlite or postgresql)")
+    database = source / (SQLITE_FILE if manifest["engine"] == "sqlite" else PG_FILE)
+    if not database.is_file():
+        raise InvalidInput.single("path", f"{source} holds no database file {database.name}")
     return manifest
 
 
@@ -126,6 +144,27 @@ def _database_is_empty() -> bool:
         if not name.exists() or name.stat().st_size == 0:
             return True
     return not connection.introspection.table_names()
+
+
+def _copy_sqlite(backup: Path, target_path: Path) -> None:
+    """Copy the backup's SQLite database into place; a file that is not a palazzo database is refused."""
+    try:
+        backup_db = sqlite3.connect(f"file:{backup}?mode=ro", uri=True)
+        try:
+            tables = {row[0] for row in backup_db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if "palace_journalentry" not in tables:
+                raise InvalidInput.single("path", f"{backup} holds no palazzo journal")
+            target = sqlite3.connect(str(target_path))
+            try:
+                backup_db.backup(target)
+            finally:
+                target.close()
+        finally:
+            backup_db.close()
+    except sqlite3.DatabaseError as exc:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{target_path}{suffix}").unlink(missing_ok=True)
+        raise InvalidInput.single("path", f"{backup} is not a readable SQLite database: {exc}") from None
 
 
 def restore_backup(*, source: Path) -> dict[str, Any]:
@@ -142,6 +181,13 @@ def restore_backup(*, source: Path) -> dict[str, Any]:
     if not _database_is_empty():
         raise InvalidInput.single("database", "is not empty: restore only into a fresh data dir / empty database")
     shard = settings.PALAZZO.data_dir / "shards" / settings.PALAZZO.collection
+    if not settings.PALAZZO.qdrant_url:
+        from palace import runtime
+
+        held_exclusively = getattr(runtime.build_store(), "held_exclusively", None)
+        if held_exclusively is not None:
+            with held_exclusively():  # a running server on this data dir: refused as ingest refuses it
+                pass
     if not settings.PALAZZO.qdrant_url and shard.exists() and any(shard.iterdir()):
         raise InvalidInput.single("data_dir", f"{shard} already holds a store: restore only into a fresh data dir")
     connections.close_all()
@@ -150,13 +196,7 @@ def restore_backup(*, source: Path) -> dict[str, Any]:
         target_path.parent.mkdir(parents=True, exist_ok=True)
         for suffix in ("", "-wal", "-shm"):
             Path(f"{target_path}{suffix}").unlink(missing_ok=True)
-        backup_db = sqlite3.connect(f"file:{source / SQLITE_FILE}?mode=ro", uri=True)
-        target = sqlite3.connect(str(target_path))
-        try:
-            backup_db.backup(target)
-        finally:
-            target.close()
-            backup_db.close()
+        _copy_sqlite(source / SQLITE_FILE, target_path)
     else:
         _run(
             [
@@ -173,6 +213,9 @@ def restore_backup(*, source: Path) -> dict[str, Any]:
         settings.PALAZZO.wal_path.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(wal_copy, settings.PALAZZO.wal_path)
     # A backup from an older palazzo gets this version's schema before the store is rebuilt from it.
-    call_command("migrate", interactive=False, verbosity=0)
+    try:
+        call_command("migrate", interactive=False, verbosity=0)
+    except DatabaseError as exc:
+        raise InvalidInput.single("path", f"the database of {source} cannot be brought up to date: {exc}") from None
     rebuilt = services.rebuild()
     return {"restored_from": str(source), "manifest": manifest, "rebuild": rebuilt}

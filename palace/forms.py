@@ -22,8 +22,59 @@ MAX_FIND_LIMIT = 20
 MAX_TAG_CHARS = 64
 MAX_FILTER_DELETE = 1000
 FIRST_MEMORY_ID = 1_000_000_000
-MAX_MEMORY_ID = 2**63 - 1
+# The largest id the palace allocates or accepts: 2**53 - 1, exact in every JSON parser (JavaScript
+# included) and far below SQLite's and Qdrant's 2**63 - 1, so no counter arithmetic can overflow.
+MAX_MEMORY_ID = 2**53 - 1
+MAX_HALF_LIFE_DAYS = 1_000_000
 MAX_TTL_DAYS = 36_500
+
+
+def string_problem(value: str) -> str | None:
+    """Why a string cannot be stored (NUL, a lone surrogate), or None: the rule every string field shares."""
+    if "\x00" in value:
+        return "must not contain NUL characters"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return "must be valid UTF-8 (it contains a lone surrogate)"
+    return None
+
+
+def clean_string(value: str) -> str:
+    """value, or ValidationError when string_problem finds something."""
+    problem = string_problem(value)
+    if problem is not None:
+        raise ValidationError(problem, code="string")
+    return value
+
+
+def shown_name(value: str) -> str:
+    """A client-chosen name as it may appear in an error (escaped when it holds NUL or a lone surrogate)."""
+    return value if string_problem(value) is None else ascii(value)
+
+
+MAX_STAMP_CHARS = 200
+
+
+def safe_text(value: str) -> str:
+    """value with NUL and lone surrogates replaced by U+FFFD, so it can always be stored and printed."""
+    if string_problem(value) is None:
+        return value
+    return "".join("\ufffd" if ch == "\x00" or "\ud800" <= ch <= "\udfff" else ch for ch in value)
+
+
+def writer_stamp(value: str) -> str:
+    """An added_by stamp safe to store: safe_text, at most 200 characters."""
+    return safe_text(value)[:MAX_STAMP_CHARS]
+
+
+def strict_boolean(field: str, value: Any, *, default: bool = False) -> bool:
+    """A JSON boolean argument outside a form (None = default); InvalidInput naming field otherwise."""
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise InvalidInput.single(field, "must be true or false")
+    return value
 
 
 class StrictCharField(forms.CharField):
@@ -38,8 +89,8 @@ class StrictCharField(forms.CharField):
     def to_python(self, value: Any) -> Any:
         if value is not None and not isinstance(value, str):
             raise ValidationError("must be a string", code="type")
-        if isinstance(value, str) and "\x00" in value:
-            raise ValidationError("must not contain NUL characters", code="nul")
+        if isinstance(value, str):
+            clean_string(value)
         return super().to_python(value)
 
 
@@ -58,10 +109,6 @@ class TextField(StrictCharField):
         size = len(value.encode("utf-8", errors="surrogatepass"))
         if size > MAX_TEXT_BYTES:
             raise ValidationError(f"is {size} bytes; the maximum is {MAX_TEXT_BYTES} bytes (32 KB)", code="size")
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise ValidationError("must be valid UTF-8 (it contains a lone surrogate)", code="utf8") from None
 
 
 class TagField(StrictCharField):
@@ -85,7 +132,7 @@ class VocabularyField(forms.ChoiceField):
     def to_python(self, value: Any) -> Any:
         if value is not None and not isinstance(value, str):
             raise ValidationError("must be a string", code="type")
-        return value.strip() if isinstance(value, str) else value
+        return clean_string(value).strip() if isinstance(value, str) else value
 
     def valid_value(self, value: Any) -> bool:
         return value in self.allowed()
@@ -111,6 +158,7 @@ class TimestampField(forms.Field):
             return None
         if not isinstance(value, str):
             raise ValidationError(f"must be an RFC3339 string, e.g. {EXAMPLE}", code="type")
+        clean_string(value)
         try:
             return parse_rfc3339(value)
         except ValueError as exc:
@@ -147,7 +195,8 @@ class StrictIntegerField(forms.Field):
         if isinstance(value, bool) or not isinstance(value, int):
             raise ValidationError("must be a whole number", code="type")
         if not self.minimum <= value <= self.maximum:
-            raise ValidationError(f"must be between {self.minimum} and {self.maximum}, got {value}", code="range")
+            shown = value if abs(value) < 10**30 else "a larger number"
+            raise ValidationError(f"must be between {self.minimum} and {self.maximum}, got {shown}", code="range")
         return value
 
 
@@ -159,11 +208,31 @@ class HalfLifeField(forms.Field):
             return 0.0
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValidationError("must be a number of days", code="type")
-        if not math.isfinite(value) or value < 0:
+        # Compared before any conversion: float(10**400) would raise OverflowError.
+        if (isinstance(value, float) and not math.isfinite(value)) or not 0 <= value <= MAX_HALF_LIFE_DAYS:
+            shown = value if isinstance(value, float) or abs(value) < 10**30 else "a larger number"
             raise ValidationError(
-                f"must be a finite number of days >= 0 (0 turns recency off), got {value}", code="range"
+                f"must be a finite number of days from 0 to {MAX_HALF_LIFE_DAYS} (0 turns recency off), got {shown}",
+                code="range",
             )
         return float(value)
+
+
+def parse_memory_id(value: Any, label: str) -> int:
+    """A memory id from a JSON integer or a string of ASCII digits; ValidationError naming label otherwise."""
+    if isinstance(value, str):
+        digits = value.strip()
+        # isdigit() accepts "²" and other digits int() refuses; only ASCII digits (and few of them) are ids.
+        if digits.isascii() and digits.isdigit() and len(digits) <= 20:
+            value = int(digits)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValidationError(f"{label} must be an integer id", code="type")
+    if not FIRST_MEMORY_ID <= value <= MAX_MEMORY_ID:
+        shown = value if abs(value) < 10**30 else "a larger number"
+        raise ValidationError(
+            f"{label} ({shown}) is not a memory id (ids are {FIRST_MEMORY_ID} to {MAX_MEMORY_ID})", code="range"
+        )
+    return value
 
 
 class IdListField(forms.Field):
@@ -184,14 +253,7 @@ class IdListField(forms.Field):
             raise ValidationError(f"has {len(value)} ids; the maximum is {self.maximum}", code="too_many")
         ids: list[int] = []
         for position, item in enumerate(value):
-            if isinstance(item, str) and item.strip().isdigit():
-                item = int(item.strip())
-            if isinstance(item, bool) or not isinstance(item, int):
-                raise ValidationError(f"item {position} must be an integer id", code="type")
-            if not FIRST_MEMORY_ID <= item <= MAX_MEMORY_ID:
-                raise ValidationError(
-                    f"item {position} ({item}) is not a memory id (ids are >= {FIRST_MEMORY_ID})", code="range"
-                )
+            item = parse_memory_id(item, f"item {position}")
             if item not in ids:
                 ids.append(item)
         return ids
@@ -223,7 +285,7 @@ class PalaceForm(forms.Form):
             raise InvalidInput.single("input", "must be a JSON object")
         unknown = sorted(set(data) - set(self.base_fields))
         if unknown:
-            raise InvalidInput({key: ["is not a known field"] for key in unknown[:10]})
+            raise InvalidInput({shown_name(key): ["is not a known field"] for key in unknown[:10]})
         super().__init__(data=dict(data))
 
     def _clean_fields(self) -> None:

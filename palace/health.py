@@ -6,8 +6,8 @@ from typing import Any
 
 from django.db import connection
 
+from palace import __version__
 from palace.store.base import MemoryFilter
-from palazzo_site import __version__
 
 
 def _database() -> dict[str, Any]:
@@ -42,5 +42,19 @@ def health() -> dict[str, Any]:
     database = _database()
     embedder, store = _palace()
     parts = {"database": database, "store": store, "embedder": embedder}
-    overall = "ok" if all(part["status"] == "ok" for part in parts.values()) else "degraded"
-    return {"status": overall, "version": __version__, **parts}
+    if database["status"] == "ok":
+        try:
+            from palace import journal as palace_journal
+
+            # Counts only (the route is open to all); failed entries do not make the server unhealthy
+            # (a refused write is one), they are shown so an operator can look at them in the admin.
+            counts = palace_journal.state()
+            journal = {"status": "ok", "pending": counts["pending"], "failed": counts["failed"]}
+        except Exception as exc:
+            journal = {"status": "error", "error": str(exc)[:300]}
+        return {"status": _overall(parts), "version": __version__, **parts, "journal": journal}
+    return {"status": _overall(parts), "version": __version__, **parts}
+
+
+def _overall(parts: dict[str, dict[str, Any]]) -> str:
+    return "ok" if all(part["status"] == "ok" for part in parts.values()) else "degraded"

@@ -6,7 +6,15 @@ import time
 
 from django.db import connection, transaction
 
+from palace.errors import PalaceError
+from palace.forms import MAX_MEMORY_ID
 from palace.models import FIRST_MEMORY_ID, IdAllocator
+
+
+class IdSpaceExhausted(PalaceError):
+    """The allocator reached MAX_MEMORY_ID (or holds a value no palazzo can have written)."""
+
+    code = "id_space_exhausted"
 
 
 def allocate_ids(count: int) -> list[int]:
@@ -25,7 +33,14 @@ def allocate_ids(count: int) -> list[int]:
             IdAllocator.objects.create(pk=1, next_id=floor + count)
             end = floor + count
         else:
-            end = int(row[0])
+            end = row[0]
+        # Checked inside the transaction, so a refused allocation leaves the counter where it was. A
+        # non-integer is a counter SQLite turned into a REAL on overflow: its ids would repeat.
+        if not isinstance(end, int) or end - 1 > MAX_MEMORY_ID:
+            raise IdSpaceExhausted(
+                f"the id allocator is at {end!r}, past the largest memory id {MAX_MEMORY_ID}: no new id can be "
+                "allocated without repeating one"
+            )
     return list(range(end - count, end))
 
 
@@ -33,6 +48,8 @@ def reserve_existing_ids(ids: list[int]) -> None:
     """Move the counter past ids that arrive from outside (imports, restores)."""
     if not ids:
         return
+    if max(ids) > MAX_MEMORY_ID:
+        raise IdSpaceExhausted(f"id {max(ids)} is past the largest memory id {MAX_MEMORY_ID}")
     with transaction.atomic():
         allocator, _ = IdAllocator.objects.select_for_update().get_or_create(pk=1)
         if allocator.next_id <= max(ids):

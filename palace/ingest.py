@@ -27,6 +27,8 @@ from palace.forms import (
     StrictCharField,
     StrictIntegerField,
     TimestampField,
+    strict_boolean,
+    writer_stamp,
 )
 from palace.memories import MEMORY_FIELDS, public_memory
 from palace.runtime import get_palace
@@ -134,6 +136,8 @@ def parse_line(raw: bytes | str, number: int) -> Line | None:
         item = json.loads(stripped)
     except ValueError as exc:
         return Line(number, error=f"is not valid JSON: {exc}")
+    except RecursionError:
+        return Line(number, error="is nested too deeply to be a memory")
     if not isinstance(item, dict):
         return Line(number, error="must be a JSON object (one memory per line)")
     return Line(number, item=item)
@@ -203,9 +207,18 @@ def _restore_record(item: dict[str, Any]) -> dict[str, Any]:
 
 
 def ingest_chunk(
-    lines: list[Line], *, skip_duplicates: bool = False, added_by: str = "", wings: Wings = None
+    lines: list[Line],
+    *,
+    skip_duplicates: bool = False,
+    added_by: str = "",
+    keep_added_by: bool = False,
+    wings: Wings = None,
 ) -> list[dict[str, Any]]:
-    """Store one chunk (<= 256 lines): restores for lines with ids, then one store_batch for the rest."""
+    """Store one chunk (<= 256 lines): restores for lines with ids, then one store_batch for the rest.
+
+    A restore line keeps its own added_by only with keep_added_by (the local operator's CLI); otherwise the
+    writer's stamp replaces it, so no client can file memories under another writer's name.
+    """
     results: dict[int, dict[str, Any]] = {}
     restores: list[tuple[int, dict[str, Any]]] = []
     stores: list[tuple[int, dict[str, Any]]] = []
@@ -216,6 +229,8 @@ def ingest_chunk(
             try:
                 record = _restore_record(line.item)
                 refuse_outside(record["wing"], wings)
+                if not keep_added_by:
+                    record["added_by"] = writer_stamp(added_by) or None
                 restores.append((line.number, record))
             except InvalidInput as exc:
                 error = redaction.scrub_message(str(exc))
@@ -253,6 +268,7 @@ def ingest(
     lines: Iterable[bytes | str] | Iterator[Line],
     skip_duplicates: bool = False,
     added_by: str = "",
+    keep_added_by: bool = False,
     wings: Wings = None,
 ) -> Iterator[ChunkReport]:
     """Open the palace (raising StoreLocked etc. now), then ingest JSON Lines chunk by chunk.
@@ -260,8 +276,9 @@ def ingest(
     Each chunk yields a report; a PalaceError while processing yields one report with `error` and ends
     the run (the chunks before it stay stored).
     """
+    skip_duplicates = strict_boolean("skip_duplicates", skip_duplicates)
     get_palace()
-    return _run(lines, skip_duplicates=skip_duplicates, added_by=added_by, wings=wings)
+    return _run(lines, skip_duplicates=skip_duplicates, added_by=added_by, keep_added_by=keep_added_by, wings=wings)
 
 
 def _parsed(lines: Iterable[Any]) -> Iterator[Line]:
@@ -274,7 +291,14 @@ def _parsed(lines: Iterable[Any]) -> Iterator[Line]:
             yield line
 
 
-def _run(lines: Iterable[Any], *, skip_duplicates: bool, added_by: str, wings: Wings = None) -> Iterator[ChunkReport]:
+def _run(
+    lines: Iterable[Any],
+    *,
+    skip_duplicates: bool,
+    added_by: str,
+    keep_added_by: bool = False,
+    wings: Wings = None,
+) -> Iterator[ChunkReport]:
     running = empty_counts()
     redacted: Counter[str] = Counter()
     number = 0
@@ -285,7 +309,13 @@ def _run(lines: Iterable[Any], *, skip_duplicates: bool, added_by: str, wings: W
             chunk = next(parsed, None)
             if chunk is None:
                 return
-            results = ingest_chunk(chunk, skip_duplicates=skip_duplicates, added_by=added_by, wings=wings)
+            results = ingest_chunk(
+                chunk,
+                skip_duplicates=skip_duplicates,
+                added_by=added_by,
+                keep_added_by=keep_added_by,
+                wings=wings,
+            )
         except PalaceError as exc:
             yield ChunkReport(chunk=number, error=str(exc), running=dict(running), running_redactions=dict(redacted))
             return
@@ -345,7 +375,7 @@ class ImportDefaults:
 def _keepable_id(value: Any) -> int | None:
     if isinstance(value, bool):
         return None
-    if isinstance(value, str) and value.isdigit():
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 20:
         value = int(value)
     if isinstance(value, int) and FIRST_MEMORY_ID <= value <= MAX_MEMORY_ID:
         return value
@@ -421,7 +451,8 @@ def import_qdrant(
                 yield Line(number, item=legacy_item(point.id, point.payload, chosen))
 
         try:
-            for report in _run(lines(), skip_duplicates=skip_duplicates, added_by=added_by):
+            # The local operator's command: the source's authors are kept.
+            for report in _run(lines(), skip_duplicates=skip_duplicates, added_by=added_by, keep_added_by=True):
                 for result in report.results:
                     result["source_id"] = sources.pop(result["line"], None)
                 yield report

@@ -12,6 +12,7 @@ from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from palace.errors import ReadOnlyPalace
+from palace.forms import safe_text, writer_stamp
 from palace.ids import allocate_ids
 from palace.models import JournalEntry
 from palace.timefmt import format_rfc3339, utc_now
@@ -46,18 +47,7 @@ def _file_params(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def _append_line(entry: JournalEntry) -> None:
-    line = json.dumps(
-        {
-            "timestamp": format_rfc3339(utc_now()),
-            "journal_id": entry.pk,
-            "operation": entry.operation,
-            "memory_ids": entry.memory_ids,
-            "added_by": entry.added_by,
-            "reason": entry.reason,
-            "params": _file_params(entry.payload),
-        },
-        ensure_ascii=False,
-    )
+    line = _line(entry)
     path = settings.PALAZZO.wal_path
     try:
         with _file_lock:
@@ -68,6 +58,25 @@ def _append_line(entry: JournalEntry) -> None:
                 handle.flush()
     except OSError as exc:
         raise ReadOnlyPalace(f"cannot append to the journal file {path}: {exc.strerror or exc}") from exc
+
+
+def _line(entry: JournalEntry) -> str:
+    """The entry's JSONL line; escaped to ASCII if some string cannot be UTF-8 (validation should refuse those)."""
+    fields = {
+        "timestamp": format_rfc3339(utc_now()),
+        "journal_id": entry.pk,
+        "operation": entry.operation,
+        "memory_ids": entry.memory_ids,
+        "added_by": entry.added_by,
+        "reason": entry.reason,
+        "params": _file_params(entry.payload),
+    }
+    line = json.dumps(fields, ensure_ascii=False)
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(fields)
+    return line
 
 
 def _database_failure(exc: Exception) -> ReadOnlyPalace | None:
@@ -114,7 +123,7 @@ def record(
         operation=operation,
         payload=payload,
         memory_ids=memory_ids,
-        added_by=added_by[:200],
+        added_by=writer_stamp(added_by),
         reason=reason,
         wing=wing[:64],
     )
@@ -133,7 +142,7 @@ def record_with_new_ids(
                 operation=operation,
                 payload=build_payload(ids),
                 memory_ids=ids,
-                added_by=added_by[:200],
+                added_by=writer_stamp(added_by),
                 reason=reason,
                 wing=wing[:64],
             )
@@ -158,13 +167,26 @@ def mark_applied(entry: JournalEntry) -> None:
 def mark_failed(entry: JournalEntry, error: str) -> None:
     """The store refused the mutation; the caller was told, so it is not re-applied."""
     entry.status = JournalEntry.Status.FAILED
-    entry.error = error[:2000]
+    entry.error = safe_text(error)[:2000]
     try:
         entry.save(update_fields=["status", "error"])
     except DatabaseError:
         # A full or read-only database cannot record the refusal: the entry stays pending and the
         # next start-up applies it (the write becomes durable late rather than half-done).
         logger.exception("could not mark journal entry %s failed; it will be re-applied at start-up", entry.pk)
+
+
+def state(limit: int = 5) -> dict[str, Any]:
+    """Pending and failed entry counts, with the newest few failures' reasons (status, verify, /healthz)."""
+    failed = JournalEntry.objects.filter(status=JournalEntry.Status.FAILED)
+    return {
+        "pending": JournalEntry.objects.filter(status=JournalEntry.Status.PENDING).count(),
+        "failed": failed.count(),
+        "latest_failed": [
+            {"entry": entry_id, "operation": operation, "error": error[:300]}
+            for entry_id, operation, error in failed.order_by("-id").values_list("id", "operation", "error")[:limit]
+        ],
+    }
 
 
 def pending() -> list[JournalEntry]:

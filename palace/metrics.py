@@ -1,18 +1,14 @@
 """Prometheus metrics (prometheus-client): HTTP requests by route, tool calls, embedding time, palace size.
 
+Only the definitions: the site's middleware counts requests, /metrics (palace.routes.operations) reads the
+palace gauges and renders them.
+
 Counters live in this process; with several gunicorn workers each worker answers /metrics with its own.
 """
 
 from __future__ import annotations
 
-import logging
-import time
-
-from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
-logger = logging.getLogger(__name__)
-
+from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 # A fixed set of route labels: raw paths would let any client create unbounded series.
@@ -61,50 +57,3 @@ def observe_tool(*, tool: str, ok: bool, seconds: float) -> None:
     """Count one palace call and its latency."""
     TOOL_CALLS.labels(tool, "ok" if ok else "error").inc()
     TOOL_SECONDS.labels(tool).observe(seconds)
-
-
-def render() -> bytes:
-    """The exposition text, with the palace gauges read now."""
-    from palace import selectors
-    from palace.models import JournalEntry
-
-    JOURNAL_PENDING.set(JournalEntry.objects.filter(status=JournalEntry.Status.PENDING).count())
-    try:
-        status = selectors.status()
-    except Exception as exc:  # a scrape must still answer (and say so) when the store is down
-        logger.warning("metrics: cannot read the store: %s", exc)
-        STORE_UP.set(0)
-    else:
-        STORE_UP.set(1)
-        MEMORIES.labels("all").set(status["total"])
-        MEMORIES.labels("current").set(status["current"])
-        INDEX_BUILDING.set(1 if status["search_index"]["building"] else 0)
-    return generate_latest()
-
-
-class RequestMetrics:
-    """ASGI middleware counting every HTTP request by route, method and status, with its latency."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = time.perf_counter()
-        status = 500
-
-        async def counting_send(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = int(message["status"])
-            await send(message)
-
-        try:
-            await self.app(scope, receive, counting_send)
-        finally:
-            route = route_label(scope.get("path", ""))
-            method = str(scope.get("method", "")).upper()
-            HTTP_REQUESTS.labels(route, method if method in METHODS else "OTHER", str(status)).inc()
-            HTTP_SECONDS.labels(route).observe(time.perf_counter() - started)

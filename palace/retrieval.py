@@ -9,9 +9,10 @@ import numpy as np
 import numpy.typing as npt
 
 from palace.errors import EmbedderUnavailable, InvalidInput
-from palace.runtime import Palace
+from palace.handle import Palace
+from palace.points import embed_deferred
 from palace.store.base import StoredPoint
-from palace.store.keywords import DENSE_WEIGHT, KEYWORD_WEIGHT, RRF_K
+from palace.store.query import Fusion
 
 logger = logging.getLogger(__name__)
 
@@ -24,9 +25,11 @@ RANKINGS = (HYBRID, DENSE, KEYWORD)
 # best other candidate of its session. One weight for every palace, chosen on the LoCoMo
 # development split where 0.3 to 0.7 all helped every conversation (README, "Retrieval quality").
 SESSION_WEIGHT = 0.5
+# How find fuses its legs (RRF k and weights: see palace.store.query).
+FUSION = Fusion()
 # The best fused score a point can get: first (0-based rank 0) in both legs, with a session-mate
 # as strong.
-BEST_FUSED_SCORE = (1 + SESSION_WEIGHT) * (DENSE_WEIGHT + KEYWORD_WEIGHT) / RRF_K
+BEST_FUSED_SCORE = (1 + SESSION_WEIGHT) * FUSION.best_score
 
 
 @dataclass(frozen=True)
@@ -88,7 +91,5 @@ def plan_search(palace: Palace, *, query: str, ranking: str = HYBRID) -> SearchP
             degraded_reason=f"the embedding backend is unavailable, so results come from keyword (BM25) "
             f"matching only: {exc}",
         )
-    from palace.services import embed_deferred
-
     embed_deferred(palace)
     return SearchPlan(dense_query=vector, keyword_query=query if ranking == HYBRID else None)

@@ -4,30 +4,20 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
 
 from embeddings.base import Embedder, EmbeddingError
+from palace.applier import replay_pending
 from palace.embedding import PalaceEmbedder
 from palace.errors import EmbedderUnavailable
+from palace.handle import Palace
 from palace.store.base import CollectionIdentity, VectorStore
 
+__all__ = ["Palace", "build_embedder", "build_store", "close_palace", "get_embedder", "get_palace"]
+
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class Palace:
-    """The open palace of this process."""
-
-    store: VectorStore
-    embedder: PalaceEmbedder
-    collection: str
-
-    def close(self) -> None:
-        """Release the store (and the embedded shard's lock)."""
-        self.store.close()
 
 
 _lock = threading.Lock()
@@ -94,11 +84,15 @@ def get_palace() -> Palace:
         if _palace is not None:
             return _palace
         store = build_store()
-        store.ensure_collection(CollectionIdentity(model_name=embedder.model_name, dimension=embedder.dimension))
         palace = Palace(store=store, embedder=embedder, collection=settings.PALAZZO.collection)
-        from palace.services import replay_pending
-
-        replayed = replay_pending(palace)
+        try:
+            store.ensure_collection(CollectionIdentity(model_name=embedder.model_name, dimension=embedder.dimension))
+            replayed = replay_pending(palace)
+        except BaseException:
+            # Release the shard: a failed opening must not leave this process holding its lock, or
+            # every later attempt here would be refused as "already open" by this very process.
+            store.close()
+            raise
         if replayed:
             logger.info("re-applied %d pending journal entries", replayed)
         _palace = palace

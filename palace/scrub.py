@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from palace import journal, redaction, services
+from palace.locks import write_lock
 from palace.memories import public_memory
 from palace.models import JournalEntry
 from palace.runtime import get_palace
@@ -59,7 +60,7 @@ def scrub(*, dry_run: bool = False) -> dict[str, Any]:
     if dry_run or not (rewritten or entries):
         summary["wal_lines"] = 0 if dry_run else _rewrite_mirror(redactor, {})
         return summary
-    with services._write_lock:
+    with write_lock:
         with transaction.atomic():
             for pk, payload, reason, error in entries:
                 JournalEntry.objects.filter(pk=pk).update(payload=payload, reason=reason, error=error)

@@ -13,7 +13,7 @@ from palace.gain import gain_summary
 from palace.memories import public_memory
 from palace.runtime import get_palace
 from palace.store.base import MemoryFilter
-from palace.store.keywords import prefetch_depth
+from palace.store.query import SearchQuery, prefetch_depth
 from palace.timefmt import parse_rfc3339, utc_now
 
 DUPLICATE_THRESHOLD = 0.95
@@ -27,6 +27,25 @@ def _age_days(timestamp: Any, now: datetime) -> float:
         return max((now - parse_rfc3339(timestamp)).total_seconds() / 86400.0, 0.0)
     except (ValueError, TypeError):
         return 0.0
+
+
+def find_query(plan: retrieval.SearchPlan, *, memory_filter: MemoryFilter, limit: int, half_life: float) -> SearchQuery:
+    """The store search behind find: its legs, the depth each hands the fusion (once) and how many come back."""
+    fetch = min(limit * RECENCY_FETCH_FACTOR, RECENCY_FETCH_CAP) if half_life > 0 else limit
+    fetch = max(fetch, limit)
+    # Each leg hands the fusion prefetch_depth(limit) candidates, decided here once; session context
+    # needs the session-mates of the hits among them, so a fused search returns all of them.
+    depth = prefetch_depth(limit)
+    if plan.fused:
+        fetch = max(fetch, depth)
+    return SearchQuery(
+        dense_query=plan.dense_query,
+        keyword_query=plan.keyword_query,
+        memory_filter=memory_filter,
+        limit=fetch,
+        depth=depth,
+        fusion=retrieval.FUSION,
+    )
 
 
 def find(
@@ -75,14 +94,8 @@ def find(
     )
     limit_value: int = fields["limit"]
     half_life: float = fields["recency_half_life_days"] or 0.0
-    fetch = min(limit_value * RECENCY_FETCH_FACTOR, RECENCY_FETCH_CAP) if half_life > 0 else limit_value
-    fetch = max(fetch, limit_value)
     plan = retrieval.plan_search(palace, query=fields["query"], ranking=ranking)
-    if plan.fused:  # session context needs the session-mates of the hits among the candidates
-        fetch = max(fetch, prefetch_depth(limit_value))
-    hits = palace.store.search(
-        dense_query=plan.dense_query, keyword_query=plan.keyword_query, memory_filter=memory_filter, limit=fetch
-    )
+    hits = palace.store.search(find_query(plan, memory_filter=memory_filter, limit=limit_value, half_life=half_life))
     hits = plan.rerank(hits)
     results = []
     for hit in hits:
@@ -150,10 +163,11 @@ def check_duplicate(*, text: Any, actor: str = "", wings: scope.Wings = None) ->
     palace = get_palace()
     vector = palace.embedder.documents([fields["text"]])[0][0]
     hits = palace.store.search(
-        dense_query=vector,
-        keyword_query=None,
-        memory_filter=MemoryFilter(include_superseded=False, current_at=utc_now(), expired=False, wings=wings),
-        limit=1,
+        SearchQuery(
+            dense_query=vector,
+            memory_filter=MemoryFilter(include_superseded=False, current_at=utc_now(), expired=False, wings=wings),
+            limit=1,
+        )
     )
     closest = public_memory(hits[0].id, hits[0].payload, score=hits[0].score) if hits else None
     score = hits[0].score if hits else None
@@ -182,7 +196,15 @@ def status(*, wings: scope.Wings = None) -> dict[str, Any]:
         "halls": palace.store.facet(key="hall", memory_filter=everything),
         "categories": palace.store.facet(key="category", memory_filter=everything),
         "search_index": dataclasses.asdict(palace.store.index_state()),
+        "journal": journal_state(),
     }
+
+
+def journal_state() -> dict[str, Any]:
+    """Pending and failed journal entries, with the newest failures' reasons."""
+    from palace import journal
+
+    return journal.state()
 
 
 def taxonomy(*, wings: scope.Wings = None) -> dict[str, Any]:

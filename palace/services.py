@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import threading
-import weakref
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -14,12 +13,15 @@ import numpy.typing as npt
 from django.db import transaction
 
 from palace import journal, metrics, redaction, scope
+
+# The journal applier and point building live in their own modules (palace.runtime replays the journal
+# when it opens the palace, and find embeds deferred memories: neither may import the write API); the
+# write functions below keep the names they had here.
+from palace.applier import journal_and_apply as _journal_and_apply
 from palace.errors import (
     ConfirmationRequired,
-    EmbedderUnavailable,
     ExpectedCountMismatch,
     InvalidInput,
-    PalaceError,
 )
 from palace.forms import (
     MAX_BATCH_ITEMS,
@@ -28,23 +30,23 @@ from palace.forms import (
     DeleteForm,
     MemoryForm,
     SupersedeForm,
+    strict_boolean,
+    writer_stamp,
 )
 from palace.ids import reserve_existing_ids
 from palace.journal import preview
-from palace.memories import public_memory, stored_payload, text_hash
+from palace.locks import write_lock as _write_lock
+from palace.memories import public_memory, text_hash
 from palace.models import JournalEntry
+from palace.points import build_points as _points
+from palace.points import embed_or_defer as _embed_or_defer
 from palace.runtime import Palace, get_palace
-from palace.store.base import NEEDS_EMBEDDING, NEEDS_EMBEDDING_PENDING, MemoryFilter, PointWrite, VectorStore
-from palace.timefmt import format_rfc3339, parse_rfc3339, utc_now
+from palace.store.base import MemoryFilter
+from palace.timefmt import format_rfc3339, utc_now
 
 logger = logging.getLogger(__name__)
 
 SCHEMA_KEYS = ("text", "category", "wing", "room", "hall", "session", "source_file")
-# Serialises the check-then-write of every mutation in this process, so two concurrent stores of
-# one text cannot both pass the duplicate check (the embedded store has one writer process anyway).
-_write_lock = threading.RLock()
-# Stores known to hold no memory waiting for its dense vector, so find need not look again.
-_fully_embedded: weakref.WeakSet[VectorStore] = weakref.WeakSet()
 
 
 def _redact(fields: dict[str, Any]) -> dict[str, int]:
@@ -59,75 +61,9 @@ def _redact(fields: dict[str, Any]) -> dict[str, int]:
 def _memory_record(fields: dict[str, Any], *, memory_id: int, timestamp: str, added_by: str) -> dict[str, Any]:
     record = {key: fields.get(key) or None for key in SCHEMA_KEYS}
     record["text"] = fields["text"]
-    record.update(id=memory_id, timestamp=timestamp, added_by=added_by or None)
+    record.update(id=memory_id, timestamp=timestamp, added_by=writer_stamp(added_by) or None)
     record["expires_at"] = format_rfc3339(fields["expires_at"]) if fields.get("expires_at") else None
     return record
-
-
-def keyword_text(text: str, timestamp: str | None) -> str:
-    """What BM25 indexes: the text, then the memory's date in words, so "on 3 June 2023" finds that day's memories."""
-    if timestamp is None:
-        return text
-    try:
-        moment = parse_rfc3339(timestamp)
-    except ValueError:
-        return text
-    return f"{text}\n{moment.day} {moment:%B} {moment.year}"
-
-
-def _points(records: Sequence[dict[str, Any]], vectors: Sequence[npt.NDArray[np.float32]]) -> list[PointWrite]:
-    points = []
-    for record, vector in zip(records, vectors):
-        payload = stored_payload(record)
-        if not vector.size:
-            payload[NEEDS_EMBEDDING] = NEEDS_EMBEDDING_PENDING
-        words = keyword_text(record["text"], record.get("timestamp"))
-        points.append(PointWrite(id=record["id"], chunk_vectors=vector, payload=payload, keyword_text=words))
-    return points
-
-
-def _embed_or_defer(palace: Palace, texts: Sequence[str]) -> list[npt.NDArray[np.float32]]:
-    """Chunk vectors per text; empty ones (dense vector pending) when the embedder is unavailable."""
-    try:
-        vectors = palace.embedder.documents(texts)
-    except EmbedderUnavailable as exc:
-        logger.warning("storing %d memories keyword-searchable only, to embed later: %s", len(texts), exc)
-        _fully_embedded.discard(palace.store)
-        return [np.zeros((0, 0), dtype=np.float32) for _ in texts]
-    embed_deferred(palace)
-    return vectors
-
-
-def embed_deferred(palace: Palace, *, batch_size: int = 64) -> int:
-    """Give memories stored while the embedder was down their dense vectors; returns how many."""
-    if palace.store in _fully_embedded:
-        return 0
-    done = 0
-    with _write_lock:
-        pending = list(palace.store.scroll(memory_filter=MemoryFilter(needs_embedding=True)))
-        for start in range(0, len(pending), batch_size):
-            chunk = pending[start : start + batch_size]
-            try:
-                vectors = palace.embedder.documents([point.payload.get("text", "") for point in chunk])
-            except EmbedderUnavailable as exc:
-                logger.warning("embedding of %d deferred memories postponed: %s", len(pending) - done, exc)
-                return done
-            palace.store.upsert(
-                [
-                    PointWrite(
-                        id=point.id,
-                        chunk_vectors=vector,
-                        payload={key: value for key, value in point.payload.items() if key != NEEDS_EMBEDDING},
-                        keyword_text=keyword_text(point.payload.get("text", ""), point.payload.get("timestamp")),
-                    )
-                    for point, vector in zip(chunk, vectors)
-                ]
-            )
-            done += len(chunk)
-        _fully_embedded.add(palace.store)
-    if done:
-        logger.info("embedded %d memories stored while the embedder was down", done)
-    return done
 
 
 def _existing_duplicates(palace: Palace, texts: Sequence[str], wings: scope.Wings = None) -> dict[str, dict[str, Any]]:
@@ -149,52 +85,6 @@ def _existing_duplicates(palace: Palace, texts: Sequence[str], wings: scope.Wing
         if text not in found:
             found[text] = public_memory(point.id, point.payload, score=1.0)
     return found
-
-
-def _apply(palace: Palace, entry: JournalEntry, vectors: Sequence[npt.NDArray[np.float32]] | None = None) -> None:
-    """Carry out a journaled mutation on the store; safe to repeat."""
-    payload = entry.payload
-    operation = entry.operation
-    if operation in (JournalEntry.Operation.STORE, JournalEntry.Operation.SUPERSEDE):
-        records = payload["memories"]
-        if vectors is None:
-            vectors = _embed_or_defer(palace, [record["text"] for record in records])
-        palace.store.upsert(_points(records, vectors))
-        if operation == JournalEntry.Operation.SUPERSEDE:
-            new_id = records[0]["id"]
-            palace.store.set_payload(
-                payload["supersedes"],
-                {
-                    "valid_until": payload["valid_until"],
-                    "superseded_by": new_id,
-                    "superseded_reason": payload["reason"],
-                },
-            )
-    elif operation in (JournalEntry.Operation.DELETE, JournalEntry.Operation.DELETE_BY_FILTER):
-        palace.store.delete(payload["ids"])
-    else:  # pragma: no cover - the choices above are exhaustive
-        raise PalaceError(f"unknown journal operation {operation}")
-
-
-def _journal_and_apply(
-    palace: Palace, entry: JournalEntry, vectors: Sequence[npt.NDArray[np.float32]] | None = None
-) -> None:
-    with _write_lock:
-        try:
-            _apply(palace, entry, vectors)
-        except Exception as exc:
-            journal.mark_failed(entry, str(exc))
-            raise
-        journal.mark_applied(entry)
-
-
-def replay_pending(palace: Palace) -> int:
-    """Re-apply journal entries the store never confirmed (after a crash); returns how many."""
-    entries = journal.pending()
-    for entry in entries:
-        logger.info("re-applying journal entry %s (%s)", entry.pk, entry.operation)
-        _journal_and_apply(palace, entry)
-    return len(entries)
 
 
 def store(
@@ -245,6 +135,7 @@ def store_batch(
     _single: bool = False,
 ) -> dict[str, Any]:
     """Store 1-256 memories with one embedding pass and one upsert; per-item outcomes and counts."""
+    skip_duplicates = strict_boolean("skip_duplicates", skip_duplicates)
     if not isinstance(items, list):
         raise InvalidInput.single("items", "must be a list of memory objects")
     if not items:
@@ -385,7 +276,11 @@ def restore_records(
     records = [dict(record) for record in records]
     found = [_redact(record) for record in records]
     with _write_lock:
-        existing = {point.id: point for point in palace.store.retrieve([record["id"] for record in records])}
+        wanted = {record["id"] for record in records} | {
+            record["superseded_by"] for record in records if record.get("superseded_by") is not None
+        }
+        existing = {point.id: point for point in palace.store.retrieve(sorted(wanted))}
+        deleted = _deleted_ids()
         outcomes: list[dict[str, Any]] = []
         fresh: dict[int, dict[str, Any]] = {}
         for index, record in enumerate(records):
@@ -394,6 +289,10 @@ def restore_records(
                 # A scoped caller must neither overwrite nor read a memory of another wing.
                 error = f"id {memory_id} belongs to a wing outside this token's wings; nothing was written"
                 outcomes.append({"index": index, "status": "failed", "error": error, "redactions": {}})
+                continue
+            problem = _restore_problem(record, records=records, held=existing, deleted=deleted)
+            if problem is not None:
+                outcomes.append({"index": index, "status": "failed", "error": problem, "redactions": {}})
                 continue
             if memory_id in existing:
                 memory = public_memory(memory_id, existing[memory_id].payload)
@@ -435,6 +334,45 @@ def restore_records(
                 )
             _journal_and_apply(palace, entry, vectors)
     return outcomes
+
+
+def _deleted_ids() -> set[int]:
+    """Ids of memories the journal deleted: never given to another memory, so a restore may not take them."""
+    rows = (
+        JournalEntry.objects.filter(
+            operation__in=(JournalEntry.Operation.DELETE, JournalEntry.Operation.DELETE_BY_FILTER)
+        )
+        .exclude(status=JournalEntry.Status.FAILED)
+        .values_list("memory_ids", flat=True)
+    )
+    return {int(memory_id) for ids in rows for memory_id in ids or ()}
+
+
+def _restore_problem(
+    record: dict[str, Any], *, records: list[dict[str, Any]], held: dict[int, Any], deleted: set[int]
+) -> str | None:
+    """Why a restore record cannot be stored (id of a deleted memory, a supersede link that cannot hold), or None.
+
+    A successor is always newer, so its id is larger: superseded_by must be above the record's id and
+    supersedes below it, which rules out cycles. superseded_by must name a memory the palace holds, one
+    of the same chunk, or one past every id of the chunk (a later chunk of an id-ordered export).
+    """
+    memory_id = record["id"]
+    if memory_id in deleted and memory_id not in held:
+        return f"id: {memory_id} belonged to a memory that was deleted; ids are never reused"
+    successor = record.get("superseded_by")
+    if successor is not None:
+        chunk_ids = {other["id"] for other in records}
+        if successor <= memory_id:
+            return f"superseded_by: {successor} must be newer (larger) than the memory's own id {memory_id}"
+        if successor in deleted and successor not in held:
+            return f"superseded_by: {successor} names a deleted memory"
+        if successor not in held and successor not in chunk_ids and successor < max(chunk_ids):
+            return f"superseded_by: {successor} names no memory of the palace or of this input"
+    for older in record.get("supersedes") or ():
+        if older >= memory_id:
+            return f"supersedes: {older} must be older (smaller) than the memory's own id {memory_id}"
+    return None
 
 
 def supersede(
@@ -658,7 +596,10 @@ def rebuild(*, batch_size: int = 256) -> dict[str, Any]:
 
     runtime.close_palace()
     store = runtime.build_store()
-    moved_to = store.discard()
+    # The embedded shard is moved aside only while no server holds it (its writes would vanish).
+    held_exclusively = getattr(store, "held_exclusively", None)
+    with held_exclusively() if held_exclusively is not None else contextlib.nullcontext():
+        moved_to = store.discard()
     palace = runtime.get_palace()
     entries = JournalEntry.objects.exclude(status=JournalEntry.Status.FAILED).order_by("id")
     replayed = 0

@@ -24,12 +24,19 @@ def parse_rfc3339(value: str) -> datetime:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         raise ValueError(f"is not a valid date and time, e.g. {EXAMPLE}") from None
-    return moment.astimezone(UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        # 0001-01-01T00:00:00+01:00 is a valid RFC3339 string whose UTC moment is before year 1.
+        raise ValueError(
+            "is outside the representable range once its offset is applied (years 0001 to 9999 in UTC)"
+        ) from None
 
 
 def format_rfc3339(moment: datetime) -> str:
-    """Format as YYYY-MM-DDTHH:MM:SSZ in UTC."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """Format as YYYY-MM-DDTHH:MM:SSZ in UTC, always with a four-digit year (0001, not 1)."""
+    utc = moment.astimezone(UTC)
+    return f"{utc.year:04d}-{utc.month:02d}-{utc.day:02d}T{utc.hour:02d}:{utc.minute:02d}:{utc.second:02d}Z"
 
 
 def utc_now() -> datetime:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from palace import journal
 from palace.memories import MEMORY_FIELDS, stored_payload, text_hash
 from palace.models import JournalEntry
 from palace.runtime import get_palace
@@ -16,12 +17,19 @@ CHECKED_FIELDS = (*MEMORY_FIELDS, "text_hash")
 REPORT_LIMIT = 100
 
 
-def _expected_state() -> tuple[dict[int, dict[str, Any]], dict[int, int], dict[int, int], Counter[str]]:
-    """Replay the journal on paper: payload per live id, deleted ids, ids of refused entries, entry counts."""
+def _expected_state(
+    claimed_twice: list[dict[str, Any]],
+) -> tuple[dict[int, dict[str, Any]], dict[int, int], dict[int, int], Counter[str]]:
+    """Replay the journal on paper: payload per live id, deleted ids, ids of refused entries, entry counts.
+
+    Appends to claimed_twice every id that two applied or pending entries wrote (ids are never reused,
+    so a second claim means one acknowledged write overwrote another).
+    """
     expected: dict[int, dict[str, Any]] = {}
     deleted: dict[int, int] = {}
     refused: dict[int, int] = {}
     statuses: Counter[str] = Counter()
+    claimed: dict[int, int] = {}
     for entry in JournalEntry.objects.order_by("id").iterator():
         statuses[entry.status] += 1
         payload = entry.payload or {}
@@ -36,7 +44,11 @@ def _expected_state() -> tuple[dict[int, dict[str, Any]], dict[int, int], dict[i
                 deleted[int(memory_id)] = entry.pk
             continue
         for record in payload.get("memories", []):
-            expected[int(record["id"])] = stored_payload(record)
+            memory_id = int(record["id"])
+            if memory_id in claimed:
+                claimed_twice.append({"id": memory_id, "entries": [claimed[memory_id], entry.pk]})
+            claimed[memory_id] = entry.pk
+            expected[memory_id] = stored_payload(record)
         if payload.get("supersedes"):
             new_id = int(payload["memories"][0]["id"])
             for old_id in payload["supersedes"]:
@@ -72,7 +84,8 @@ def _field_differences(expected: dict[str, Any], actual: dict[str, Any]) -> dict
 def verify() -> dict[str, Any]:
     """Check that the store holds exactly what the journal says, and list every difference."""
     palace = get_palace()  # opening replays pending entries first, as every start-up does
-    expected, deleted, refused, statuses = _expected_state()
+    claimed_twice: list[dict[str, Any]] = []
+    expected, deleted, refused, statuses = _expected_state(claimed_twice)
     actual = {point.id: point.payload for point in palace.store.scroll(memory_filter=MemoryFilter())}
     missing = sorted(set(expected) - set(actual))
     mismatched = []
@@ -91,6 +104,7 @@ def verify() -> dict[str, Any]:
         "mismatched": mismatched,
         "deleted_but_present": deleted_but_present,
         "unexplained": unexplained,
+        "claimed_twice": claimed_twice,
     }
     pending = statuses[JournalEntry.Status.PENDING]
     return {
@@ -99,6 +113,7 @@ def verify() -> dict[str, Any]:
         "journal_pending": pending,
         "journal_applied": statuses[JournalEntry.Status.APPLIED],
         "journal_failed": statuses[JournalEntry.Status.FAILED],
+        "journal_latest_failed": journal.state()["latest_failed"],
         "expected_points": len(expected),
         "store_points": len(actual),
         "duplicate_current_texts": sum(1 for count in current_texts.values() if count > 1),

@@ -1,3 +1,5 @@
 """palazzo: a Django MCP memory server over Qdrant."""
 
-__version__ = "0.1.0"
+from palace import __version__
+
+__all__ = ["__version__"]

@@ -18,9 +18,9 @@ import anyio.to_thread  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.db import close_old_connections  # noqa: E402
 
-from mcpserver.http import PalazzoApplication  # noqa: E402
-from palace.auth import BearerAuth, insecure_start_problem  # noqa: E402
-from palace.metrics import RequestMetrics  # noqa: E402
+from palace.auth import insecure_start_problem  # noqa: E402
+from palazzo_site.middleware import BearerAuth, RequestMetrics  # noqa: E402
+from palazzo_site.root import PalazzoApplication  # noqa: E402
 
 
 def _start_problem() -> str | None:

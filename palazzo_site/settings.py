@@ -43,11 +43,14 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    # Its templates and static files: /api/docs serves Swagger UI from here instead of a CDN (works offline).
+    "ninja",
     "palace",
+    "palazzo_site",
 ]
 
 MIDDLEWARE = [
-    "palace.http.HostGuardMiddleware",
+    "palazzo_site.http.HostGuardMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Serves the admin's static files under gunicorn without a separate web server.
     "whitenoise.middleware.WhiteNoiseMiddleware",

@@ -9,6 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from palace.errors import PalaceError
+from palace.management.database import prepare_database
 
 
 class DumpCommand(BaseCommand):
@@ -20,6 +21,7 @@ class DumpCommand(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        prepare_database(required=False)
         try:
             result = type(self).selector()
         except PalaceError as exc:

@@ -2,17 +2,83 @@
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+from typing import Any, Literal
 
 from django.http import HttpRequest, HttpResponse
-from ninja import Router
+from ninja import Field, Router, Schema
+from prometheus_client import generate_latest
 
-from palace import health, metrics
+from palace import health, metrics, selectors
+from palace.models import JournalEntry
+
+logger = logging.getLogger(__name__)
 
 router = Router(tags=["operations"])
 
 
-@router.get("/healthz", response={200: dict[str, Any], 503: dict[str, Any]})
+class PartHealth(Schema):
+    """The state of one part the server depends on."""
+
+    status: Literal["ok", "error", "unknown"]
+    error: str | None = Field(None, description="Why the part is not ok (at most 300 characters).")
+
+
+class DatabaseHealth(PartHealth):
+    """The database: SQLite in the data dir, or PostgreSQL."""
+
+    engine: str | None = Field(None, description="Django's vendor name: sqlite or postgresql.")
+
+
+class StoreHealth(PartHealth):
+    """The vector store: the embedded shard, or a Qdrant server."""
+
+    kind: str | None = Field(None, description="EdgeStore or ServerStore.")
+    memories: int | None = Field(None, description="Memories in the palace, superseded ones included.")
+
+
+class EmbedderHealth(PartHealth):
+    """The embedding model."""
+
+    model: str | None = None
+    dimension: int | None = None
+
+
+class JournalHealth(PartHealth):
+    """The write-ahead journal: entries still to apply, and entries that could not be applied."""
+
+    pending: int | None = Field(None, description="Entries written but not yet confirmed by the store.")
+    failed: int | None = Field(None, description="Entries refused or unappliable; the admin shows their reasons.")
+
+
+class HealthReport(Schema):
+    """/healthz: each part's state, and ok overall only when every part is."""
+
+    status: Literal["ok", "degraded"]
+    version: str
+    database: DatabaseHealth
+    store: StoreHealth
+    embedder: EmbedderHealth
+    journal: JournalHealth | None = None
+
+
+def render_metrics() -> bytes:
+    """The exposition text, with the palace gauges read now."""
+    metrics.JOURNAL_PENDING.set(JournalEntry.objects.filter(status=JournalEntry.Status.PENDING).count())
+    try:
+        status = selectors.status()
+    except Exception as exc:  # a scrape must still answer (and say so) when the store is down
+        logger.warning("metrics: cannot read the store: %s", exc)
+        metrics.STORE_UP.set(0)
+    else:
+        metrics.STORE_UP.set(1)
+        metrics.MEMORIES.labels("all").set(status["total"])
+        metrics.MEMORIES.labels("current").set(status["current"])
+        metrics.INDEX_BUILDING.set(1 if status["search_index"]["building"] else 0)
+    return generate_latest()
+
+
+@router.get("/healthz", response={200: HealthReport, 503: HealthReport}, exclude_none=True)
 def healthz(request: HttpRequest) -> tuple[int, dict[str, Any]]:
     """Status of the database, the store and the embedder, and the version; 503 when a part is down."""
     report = health.health()
@@ -22,4 +88,4 @@ def healthz(request: HttpRequest) -> tuple[int, dict[str, Any]]:
 @router.get("/metrics", include_in_schema=False)
 def prometheus_metrics(request: HttpRequest) -> HttpResponse:
     """Prometheus exposition: requests, tool calls, embedding time, palace size, journal pending."""
-    return HttpResponse(metrics.render(), content_type=metrics.CONTENT_TYPE)
+    return HttpResponse(render_metrics(), content_type=metrics.CONTENT_TYPE)

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
+
+from palace.errors import ModelMismatch
+
+if TYPE_CHECKING:  # query.py builds on MemoryFilter below
+    from palace.store.query import SearchQuery
 
 DENSE = "dense"
 SPARSE = "bm25"
@@ -17,6 +22,10 @@ NEEDS_EMBEDDING = "needs_embedding"
 NEEDS_EMBEDDING_PENDING = "pending"  # a string: Edge's MatchValue does not match payload booleans
 KEYWORD_INDEXES = ("wing", "category", "room", "hall", "session", "added_by", "text_hash")
 DATETIME_INDEXES = ("timestamp", "valid_until", "expires_at")
+# Every payload index a collection gets, with its kind ("keyword" or "datetime"), in creation order.
+PAYLOAD_INDEXES = tuple((key, "keyword") for key in KEYWORD_INDEXES) + tuple(
+    (key, "datetime") for key in DATETIME_INDEXES
+)
 
 
 @dataclass(frozen=True)
@@ -29,6 +38,16 @@ class CollectionIdentity:
     def as_metadata(self) -> dict[str, Any]:
         """Serialise for collection metadata."""
         return {"embedding_model": self.model_name, "embedding_dimension": self.dimension, "schema": 1}
+
+    def refuse_other(self, recorded: Mapping[str, Any], *, where: str) -> None:
+        """Raise ModelMismatch unless recorded (a collection's metadata) names this model and dimension."""
+        if (recorded.get("embedding_model"), recorded.get("embedding_dimension")) != (self.model_name, self.dimension):
+            raise ModelMismatch(
+                f"the palace {where} was built with {recorded.get('embedding_model')} "
+                f"({recorded.get('embedding_dimension')} dims) but the configured model is "
+                f"{self.model_name} ({self.dimension} dims); set PALAZZO_EMBED_MODEL back, "
+                "or move the palace to the new model with `python manage.py rebuild`"
+            )
 
 
 @dataclass(frozen=True)
@@ -124,15 +143,8 @@ class VectorStore(Protocol):
         """Fetch points by id, payload only."""
         ...
 
-    def search(
-        self,
-        *,
-        dense_query: npt.NDArray[np.float32] | None,
-        keyword_query: str | None,
-        memory_filter: MemoryFilter,
-        limit: int,
-    ) -> list[StoredPoint]:
-        """Rank by dense, keyword, or both fused inside the store."""
+    def search(self, query: SearchQuery) -> list[StoredPoint]:
+        """Rank by dense, keyword, or both fused inside the store, as the query describes."""
         ...
 
     def scroll(self, *, memory_filter: MemoryFilter, batch_size: int = 256) -> Iterator[StoredPoint]:

@@ -1,7 +1,12 @@
-"""The embedded store: a Qdrant Edge shard in this process, under the data dir."""
+"""The embedded store: a Qdrant Edge shard in this process, under the data dir.
+
+Its generations (palace.store.generations), configuration (palace.store.shard) and background index
+builds (palace.store.indexer) live beside it.
+"""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -12,187 +17,76 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from datetime import UTC, datetime
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
 import qdrant_edge as qe
 
-from palace.errors import ModelMismatch, ReadOnlyPalace, StoreLocked, StoreUnavailable
+from palace.errors import ReadOnlyPalace, StoreLocked, StoreUnavailable
+from palace.store import query as neutral  # the store-neutral search this adapter translates
 from palace.store.base import (
-    DATETIME_INDEXES,
     DENSE,
-    KEYWORD_INDEXES,
-    NEEDS_EMBEDDING,
-    NEEDS_EMBEDDING_PENDING,
+    PAYLOAD_INDEXES,
     SPARSE,
     CollectionIdentity,
-    IndexState,
     MemoryFilter,
     PointWrite,
     StoredPoint,
 )
-from palace.store.keywords import DENSE_WEIGHT, KEYWORD_WEIGHT, RRF_K, keyword_model, prefetch_depth
+from palace.store.generations import ShardGenerations
+from palace.store.indexer import BackgroundIndexing
+from palace.store.keywords import document_vectors, search_legs
+from palace.store.shard import IDENTITY_FILE, MIN_FREE_BYTES, shard_config
 
 logger = logging.getLogger(__name__)
 
-IDENTITY_FILE = "palazzo-collection.json"
 HOLDER_FILE = "holder.json"
-# Qdrant Edge memory-maps sparse files (WAL segments, payload indexes) and grows them on open and on writes;
-# on a full file system that kills the process with SIGBUS instead of raising, so we refuse first.
-MIN_FREE_BYTES = 64 * 1024 * 1024
-# Qdrant Edge builds its HNSW graphs only when optimize() runs, and optimize() holds the GIL for the
-# whole build (40 s at 100k memories here), so it runs in a child process on a copy of the shard that
-# then replaces the live one (see EdgeStore._index). A segment larger than this (in KB of vectors,
-# about 650 memories) gets a graph; smaller ones are scanned, which costs well under a millisecond.
-INDEXING_THRESHOLD_KB = 1000
-INDEX_STATE_FILE = "palazzo-index.json"
-INDEXER_NICENESS = 10
 
 
-def _rfc3339(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def _edge_condition(condition: neutral.Condition) -> Any:
+    """One node of the store-neutral filter tree as an Edge condition."""
+    match condition:
+        case neutral.Match(key, value):
+            return qe.FieldCondition(key, match=qe.MatchValue(value))
+        case neutral.MatchAny(key, values):
+            return qe.FieldCondition(key, match=qe.MatchAny(list(values)))
+        case neutral.HasId(ids):
+            return qe.HasIdCondition(set(ids))
+        case neutral.TimeRange(key, gte, lte, gt):
+            bounds = {
+                name: neutral.rfc3339(moment) for name, moment in (("gte", gte), ("lte", lte), ("gt", gt)) if moment
+            }
+            return qe.FieldCondition(key, range=qe.RangeDateTime(**bounds))
+        case neutral.IsNull(key):
+            return qe.IsNullCondition(key)
+        case neutral.IsEmpty(key):
+            return qe.IsEmptyCondition(key)
+        case neutral.AnyOf(conditions):
+            return qe.Filter(should=[_edge_condition(inner) for inner in conditions])
+    raise TypeError(f"unknown filter condition {condition!r}")  # pragma: no cover - the union is exhaustive
 
 
 def edge_filter(memory_filter: MemoryFilter) -> qe.Filter | None:
-    """Translate a MemoryFilter into an Edge filter."""
-    must: list[Any] = []
-    for key in ("wing", "category", "room", "hall", "session"):
-        value = getattr(memory_filter, key)
-        if value is not None:
-            must.append(qe.FieldCondition(key, match=qe.MatchValue(value)))
-    if memory_filter.since or memory_filter.until:
-        must.append(
-            qe.FieldCondition(
-                "timestamp",
-                range=qe.RangeDateTime(
-                    gte=_rfc3339(memory_filter.since) if memory_filter.since else None,
-                    lte=_rfc3339(memory_filter.until) if memory_filter.until else None,
-                ),
-            )
-        )
-    if memory_filter.text_hashes is not None:
-        must.append(qe.FieldCondition("text_hash", match=qe.MatchAny(list(memory_filter.text_hashes))))
-    if memory_filter.ids is not None:
-        must.append(qe.HasIdCondition(set(memory_filter.ids)))
-    if memory_filter.needs_embedding:
-        must.append(qe.FieldCondition(NEEDS_EMBEDDING, match=qe.MatchValue(NEEDS_EMBEDDING_PENDING)))
-    if not memory_filter.include_superseded:
-        now = memory_filter.current_at or datetime.now(UTC)
-        must.append(
-            qe.Filter(
-                should=[
-                    qe.IsNullCondition("valid_until"),
-                    qe.IsEmptyCondition("valid_until"),
-                    qe.FieldCondition("valid_until", range=qe.RangeDateTime(gt=_rfc3339(now))),
-                ]
-            )
-        )
-    if memory_filter.wings is not None:
-        must.append(qe.FieldCondition("wing", match=qe.MatchAny(list(memory_filter.wings))))
-    if memory_filter.expired is not None:
-        moment = _rfc3339(memory_filter.current_at or datetime.now(UTC))
-        if memory_filter.expired:
-            must.append(qe.FieldCondition("expires_at", range=qe.RangeDateTime(lte=moment)))
-        else:
-            must.append(
-                qe.Filter(
-                    should=[
-                        qe.IsNullCondition("expires_at"),
-                        qe.IsEmptyCondition("expires_at"),
-                        qe.FieldCondition("expires_at", range=qe.RangeDateTime(gt=moment)),
-                    ]
-                )
-            )
+    """Translate a MemoryFilter (its meaning: store.query.filter_conditions) into an Edge filter."""
+    must = [_edge_condition(condition) for condition in neutral.filter_conditions(memory_filter)]
     return qe.Filter(must=must) if must else None
 
 
-def shard_config(identity: CollectionIdentity) -> qe.EdgeConfig:
-    """The shard's vectors (chunk multivectors with max-sim, BM25 with IDF) and optimizer settings."""
-    return qe.EdgeConfig(
-        vectors={
-            DENSE: qe.EdgeVectorParams(
-                size=identity.dimension,
-                distance=qe.Distance.Cosine,
-                multivector_config=qe.MultiVectorConfig(qe.MultiVectorComparator.MaxSim),
-                # Cold: mmapped and paged in as searches touch them. The default (Cached) reads the
-                # whole preallocated storage files into memory, mostly empty space: ~75 MiB of RSS
-                # at 10k memories. Searches were no slower (bench/bench_core.py). Existing shards
-                # switch at their next index build, whose child process loads them with this config.
-                memory=qe.Memory.Cold,
-            )
-        },
-        sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
-        optimizers=qe.EdgeOptimizersConfig(indexing_threshold=INDEXING_THRESHOLD_KB),
-    )
+def _edge_sparse(vector: neutral.SparseVector) -> qe.SparseVector:
+    return qe.SparseVector(indices=list(vector.indices), values=list(vector.values))
 
 
-def _generation_number(directory: Path) -> int:
-    suffix = directory.name.rsplit(".g", 1)[-1]
-    return int(suffix) if suffix.isdigit() else -1
+def _edge_leg(leg: neutral.Leg) -> Any:
+    if leg.sparse is not None:
+        return qe.Query.Nearest(_edge_sparse(leg.sparse), using=leg.using)
+    return qe.Query.Nearest(leg.dense or [], using=leg.using)
 
 
-class ShardGenerations:
-    """The shard's directories: `<name>` is a symlink to the live generation `.<name>.g<N>` beside it.
-
-    A background index build fills the next generation and swaps the link atomically, so after a
-    crash the link names either the old complete generation or the new complete one.
-    """
-
-    def __init__(self, link: Path) -> None:
-        self.link = link
-
-    def all(self) -> list[Path]:
-        """Every generation directory on disk, oldest first."""
-        return sorted(self.link.parent.glob(f".{self.link.name}.g*"), key=_generation_number)
-
-    def live(self) -> Path:
-        """The live generation, migrating a plain shard directory and repairing an interrupted migration."""
-        if self.link.is_symlink():
-            return self.link.parent / os.readlink(self.link)
-        first = self.link.parent / f".{self.link.name}.g0"
-        if self.link.is_dir():  # a shard from before generations becomes generation 0
-            shutil.rmtree(first, ignore_errors=True)
-            self.link.rename(first)
-        elif not first.is_dir():  # a new shard
-            first = self.link.parent / f".{self.link.name}.g1"
-            shutil.rmtree(first, ignore_errors=True)
-        self.point_at(first)
-        return first
-
-    def next(self) -> Path:
-        """A fresh directory name for the next generation."""
-        numbers = [_generation_number(directory) for directory in self.all()] or [0]
-        return self.link.parent / f".{self.link.name}.g{max(numbers) + 1}"
-
-    def point_at(self, generation: Path) -> None:
-        """Make generation the live one, atomically and durably."""
-        self.link.parent.mkdir(parents=True, exist_ok=True)
-        staged = self.link.with_name(f"{self.link.name}.swap")
-        staged.unlink(missing_ok=True)
-        staged.symlink_to(generation.name)
-        os.replace(staged, self.link)
-        descriptor = os.open(self.link.parent, os.O_RDONLY)
-        try:
-            os.fsync(descriptor)
-        finally:
-            os.close(descriptor)
-
-    def remove_stale(self, live: Path) -> None:
-        """Delete generations a crash or a failed build left behind."""
-        for directory in self.all():
-            if directory != live:
-                shutil.rmtree(directory, ignore_errors=True)
-        self.link.with_name(f"{self.link.name}.swap").unlink(missing_ok=True)
+_INDEX_TYPES = {"keyword": qe.PayloadSchemaType.Keyword, "datetime": qe.PayloadSchemaType.Datetime}
 
 
-def _directory_bytes(directory: Path) -> int:
-    return sum(entry.stat().st_size for entry in directory.rglob("*") if entry.is_file())
-
-
-class EdgeStore:
+class EdgeStore(BackgroundIndexing):
     """VectorStore over qdrant-edge; one writer process per shard, HNSW graphs built in the background."""
 
     def __init__(self, *, path: Path, index_after: int = 5000) -> None:
@@ -205,7 +99,6 @@ class EdgeStore:
         self._shard_lock = threading.Lock()
         self._shard: qe.EdgeShard | None = None
         self._identity: CollectionIdentity | None = None
-        self._keywords = keyword_model()
         self._index_after = index_after
         self._written_since_index = 0
         self._indexer: threading.Thread | None = None
@@ -222,9 +115,46 @@ class EdgeStore:
     def _holder_description(self) -> str:
         try:
             holder = json.loads((self._path / HOLDER_FILE).read_text())
-            return f"process {holder.get('pid')} on {holder.get('host')} ({holder.get('command')})"
         except (OSError, ValueError):
             return "another process"
+        if not isinstance(holder, dict) or (holder.get("pid"), holder.get("host")) == (
+            os.getpid(),
+            socket.gethostname(),
+        ):
+            # A record naming this very process is stale (its shard was released or never opened here):
+            # the lock is held by some other process that has not written its own record.
+            return "another process"
+        return f"process {holder.get('pid')} on {holder.get('host')} ({holder.get('command')})"
+
+    def _locked(self) -> StoreLocked:
+        return StoreLocked(
+            f"the embedded palace at {self._path} is already open in {self._holder_description()}; "
+            "the embedded store allows one process: stop that process, send work to it "
+            "(e.g. `python manage.py ingest --url`), or use a Qdrant server via QDRANT_URL"
+        )
+
+    @contextmanager
+    def held_exclusively(self) -> Iterator[None]:
+        """Hold the shard's lock (the one an open shard holds) meanwhile; StoreLocked when another holder has it.
+
+        rebuild and restore move the shard aside under it, so a live server's shard is never moved.
+        """
+        if not (self._path.is_symlink() or self._path.is_dir()):
+            yield
+            return
+        wal = self._generations.live() / "wal"
+        if not wal.is_dir():
+            yield
+            return
+        descriptor = os.open(wal, os.O_RDONLY)
+        try:
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise self._locked() from None
+            yield
+        finally:
+            os.close(descriptor)
 
     def _ensure_room(self, operation: str) -> None:
         """Refuse (clearly) what would otherwise crash the process on a nearly full disk."""
@@ -242,17 +172,7 @@ class EdgeStore:
         """Open or create the shard, refusing one built by another embedding model."""
         identity_file = self._path / IDENTITY_FILE
         if identity_file.is_file():
-            recorded = json.loads(identity_file.read_text())
-            if (recorded.get("embedding_model"), recorded.get("embedding_dimension")) != (
-                identity.model_name,
-                identity.dimension,
-            ):
-                raise ModelMismatch(
-                    f"the palace at {self._path} was built with {recorded.get('embedding_model')} "
-                    f"({recorded.get('embedding_dimension')} dims) but the configured model is "
-                    f"{identity.model_name} ({identity.dimension} dims); set PALAZZO_EMBED_MODEL back, "
-                    "or move the palace to the new model with `python manage.py rebuild`"
-                )
+            identity.refuse_other(json.loads(identity_file.read_text()), where=f"at {self._path}")
         self._ensure_room("open")
         try:
             live = self._generations.live()
@@ -267,11 +187,7 @@ class EdgeStore:
                 self._shard = qe.EdgeShard.create(str(live), shard_config(identity))
         except Exception as exc:  # the binding raises plain OSError/RuntimeError subclasses
             if "WouldBlock" in str(exc) or "temporarily unavailable" in str(exc).lower():
-                raise StoreLocked(
-                    f"the embedded palace at {self._path} is already open in {self._holder_description()}; "
-                    "the embedded store allows one process: stop that process, send work to it "
-                    "(e.g. `python manage.py ingest --url`), or use a Qdrant server via QDRANT_URL"
-                ) from None
+                raise self._locked() from None
             raise StoreUnavailable(f"could not open the embedded palace at {self._path}: {exc}") from exc
         self._live = live
         self._generations.remove_stale(live)  # only now: the shard's lock proves no other process owns them
@@ -282,12 +198,9 @@ class EdgeStore:
             identity_file.write_text(json.dumps(identity.as_metadata()))
         self._identity = identity
         existing = self._shard.info().payload_schema
-        for key in KEYWORD_INDEXES:
+        for key, kind in PAYLOAD_INDEXES:
             if key not in existing:
-                self._shard.update(qe.UpdateOperation.create_field_index(key, qe.PayloadSchemaType.Keyword))
-        for key in DATETIME_INDEXES:
-            if key not in existing:
-                self._shard.update(qe.UpdateOperation.create_field_index(key, qe.PayloadSchemaType.Datetime))
+                self._shard.update(qe.UpdateOperation.create_field_index(key, _INDEX_TYPES[kind]))
         self._written_since_index = max(0, self._shard.info().points_count - self._indexed_points(live))
         self._index_if_due()
 
@@ -308,9 +221,10 @@ class EdgeStore:
         """Insert or replace points in one operation."""
         edge_points = []
         for point in points:
-            vectors: dict[str, Any] = {SPARSE: self._keywords.embed_document(point.keyword_text)}
-            if point.chunk_vectors.size:  # a point stored while the embedder was down has only its keywords
-                vectors[DENSE] = point.chunk_vectors.tolist()
+            sparse, dense = document_vectors(point)
+            vectors: dict[str, Any] = {SPARSE: _edge_sparse(sparse)}
+            if dense is not None:  # a point stored while the embedder was down has only its keywords
+                vectors[DENSE] = dense
             edge_points.append(qe.Point(point.id, vectors, point.payload))
         self._apply(qe.UpdateOperation.upsert_points(edge_points), len(edge_points))
 
@@ -339,34 +253,20 @@ class EdgeStore:
         by_id = {int(record.id): record for record in records}
         return [StoredPoint(id=i, payload=dict(by_id[i].payload or {})) for i in ids if i in by_id]
 
-    def search(
-        self,
-        *,
-        dense_query: npt.NDArray[np.float32] | None,
-        keyword_query: str | None,
-        memory_filter: MemoryFilter,
-        limit: int,
-    ) -> list[StoredPoint]:
-        """Rank by dense similarity, BM25, or both fused by RRF inside the shard."""
-        flt = edge_filter(memory_filter)
-        legs: list[Any] = []
-        if dense_query is not None:
-            legs.append(qe.Query.Nearest([dense_query.tolist()], using=DENSE))
-        if keyword_query:
-            sparse = self._keywords.embed_query(keyword_query)
-            if sparse.indices:
-                legs.append(qe.Query.Nearest(sparse, using=SPARSE))
+    def search(self, query: neutral.SearchQuery) -> list[StoredPoint]:
+        """Run a search: one leg alone, or both fused by RRF inside the shard."""
+        flt = edge_filter(query.memory_filter)
+        legs = [_edge_leg(leg) for leg in search_legs(query)]
         if not legs:
             return []
         if len(legs) == 1:
-            request = qe.QueryRequest(limit=limit, query=legs[0], filter=flt, with_payload=True)
+            request = qe.QueryRequest(limit=query.limit, query=legs[0], filter=flt, with_payload=True)
         else:
-            depth = prefetch_depth(limit)
             request = qe.QueryRequest(
-                limit=limit,
-                prefetches=[qe.Prefetch(limit=depth, query=leg, filter=flt) for leg in legs],
+                limit=query.limit,
+                prefetches=[qe.Prefetch(limit=query.leg_depth, query=leg, filter=flt) for leg in legs],
                 query=qe.Fusion.Rrf(  # type: ignore[arg-type]  # the stub omits Fusion's variants
-                    k=RRF_K, weights=[DENSE_WEIGHT, KEYWORD_WEIGHT]
+                    k=query.fusion.k, weights=list(query.fusion.weights)
                 ),
                 filter=flt,
                 with_payload=True,
@@ -425,6 +325,10 @@ class EdgeStore:
             return ""
         live = self._generations.live()
         target = self._path.with_name(f"{self._path.name}.before-rebuild-{int(time.time())}")
+        suffix = 1
+        while target.exists():  # two rebuilds within one second keep both old shards
+            target = self._path.with_name(f"{self._path.name}.before-rebuild-{int(time.time())}-{suffix}")
+            suffix += 1
         live.rename(target)
         self._path.unlink()
         self._generations.remove_stale(target)
@@ -448,127 +352,3 @@ class EdgeStore:
                 self._shard.flush()
                 self._shard.close()
             self._shard = None
-
-    # Background HNSW builds -------------------------------------------------------------------------
-
-    @staticmethod
-    def _indexed_points(generation: Path) -> int:
-        try:
-            return int(json.loads((generation / INDEX_STATE_FILE).read_text())["points"])
-        except (OSError, ValueError, KeyError, TypeError):
-            return 0
-
-    def _index_if_due(self) -> None:
-        """Start a background index build when enough was written since the last one (caller holds the write lock)."""
-        if (
-            self._index_after
-            and self._written_since_index >= self._index_after
-            and self._indexer is None
-            and not self._closing
-        ):
-            self._indexer = threading.Thread(target=self._index, name="palazzo-shard-indexer", daemon=True)
-            self._indexer.start()
-
-    def index_state(self) -> IndexState:
-        """A build is running while its thread lives; writes since the last build started are unindexed."""
-        return IndexState(building=self._indexer is not None, unindexed_writes=self._written_since_index)
-
-    def wait_for_index(self) -> None:
-        """Block until a running index build has finished (benchmarks and tests)."""
-        while (indexer := self._indexer) is not None:
-            indexer.join()
-
-    def _index(self) -> None:
-        """Build HNSW graphs on a copy in a child process, catch the copy up, and swap it in."""
-        target = self._generations.next()
-        try:
-            with self._write_lock:
-                if self._closing or self._live is None:
-                    return
-                with self._shard_lock:
-                    self.shard.flush()
-                    points = self.shard.info().points_count
-                needed = _directory_bytes(self._live) + MIN_FREE_BYTES
-                if shutil.disk_usage(self._live.parent).free < needed:
-                    logger.warning("skipping the search index build: %d MB needed on disk", needed // 2**20)
-                    self._written_since_index = 0
-                    return
-                started = time.monotonic()
-                shutil.copytree(self._live, target)
-                self._replay = []
-                self._written_since_index = 0
-                process = self._indexer_process = subprocess.Popen(
-                    [sys.executable, "-m", "palace.store.edge", "--optimize", str(target)],
-                    cwd=Path(__file__).resolve().parents[2],
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.PIPE,
-                )
-            _, errors = process.communicate()
-            if process.returncode != 0:
-                raise StoreUnavailable(errors.decode(errors="replace").strip()[-500:] or "killed")
-            copy = qe.EdgeShard.load(str(target))
-            try:
-                replayed = self._catch_up_and_swap(copy, target=target, points=points)
-            except BaseException:
-                copy.close()
-                raise
-            seconds = time.monotonic() - started
-            self.index_builds.append({"points": points, "replayed": replayed, "seconds": seconds})
-            logger.info("search index built for %d memories in %.1f s (%d writes replayed)", points, seconds, replayed)
-        except Exception as exc:  # the live shard is untouched: searches stay correct, only slower
-            if not self._closing:
-                logger.warning("search index build failed, will retry after more writes: %s", exc)
-            with self._write_lock:
-                self._replay = None
-            shutil.rmtree(target, ignore_errors=True)
-        finally:
-            with self._write_lock:
-                self._indexer_process = None
-                self._indexer = None
-                self._index_if_due()  # what was written during this build may call for the next
-
-    def _catch_up_and_swap(self, copy: qe.EdgeShard, *, target: Path, points: int) -> int:
-        """Apply to the copy what was written during the build, then make the copy live."""
-        replayed = 0
-        while True:
-            with self._write_lock:
-                if self._closing or self._replay is None or self._live is None:
-                    raise StoreUnavailable("the store closed during the build")
-                pending = self._replay[replayed:]
-                if len(pending) <= 16:  # few enough to finish while writers wait
-                    for operation in pending:
-                        copy.update(operation)
-                    copy.flush()
-                    (target / INDEX_STATE_FILE).write_text(json.dumps({"points": points}))
-                    self._generations.point_at(target)
-                    with self._shard_lock:
-                        previous, self._shard = self._shard, copy
-                    retired, self._live = self._live, target
-                    self._replay = None
-                    break
-            for operation in pending:  # the bulk of the catching up runs while writers go on
-                copy.update(operation)
-            replayed += len(pending)
-        if previous is not None:
-            previous.close()
-        shutil.rmtree(retired, ignore_errors=True)
-        return replayed + len(pending)
-
-
-def _optimize_copy(path: Path) -> None:
-    """Child process: build the HNSW graphs of a shard copy, at low priority."""
-    os.nice(INDEXER_NICENESS)
-    recorded = json.loads((path / IDENTITY_FILE).read_text())
-    identity = CollectionIdentity(
-        model_name=str(recorded["embedding_model"]), dimension=int(recorded["embedding_dimension"])
-    )
-    shard = qe.EdgeShard.load(str(path), shard_config(identity))
-    shard.optimize()
-    shard.flush()
-    shard.close()
-
-
-if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] != "--optimize":
-        sys.exit("usage: python -m palace.store.edge --optimize SHARD_COPY_DIR")
-    _optimize_copy(Path(sys.argv[2]))

@@ -1,4 +1,4 @@
-"""The BM25 sparse model and the fusion settings shared by both stores, so they rank alike."""
+"""The BM25 sparse model both stores use, and the legs of a search it gives them, so they rank alike."""
 
 from __future__ import annotations
 
@@ -6,25 +6,30 @@ from functools import lru_cache
 
 import qdrant_edge as qe
 
-# Reciprocal rank fusion: each leg adds weight / (RRF_K + 0-based rank). k=2 (a Qdrant server's
-# default) lets a leg's first few places count much more than its tail: on the LoCoMo development
-# split it beat k=10, 30 and 60 at both turn and session granularity (README, "Search"). The edge
-# store's default is 60, so both stores pass it explicitly. Equal weights: neither leg won on both.
-RRF_K = 2
-DENSE_WEIGHT = 1.0
-KEYWORD_WEIGHT = 1.0
-# Each leg hands the fusion this many candidates per result asked, at least PREFETCH_MIN: a memory
-# ranked low by one leg but high by the other must still reach the fusion.
-PREFETCH_FACTOR = 4
-PREFETCH_MIN = 40
-
-
-def prefetch_depth(limit: int) -> int:
-    """Candidates each leg passes to the fusion for a search of limit results."""
-    return max(limit * PREFETCH_FACTOR, PREFETCH_MIN)
+from palace.store.base import DENSE, SPARSE, PointWrite
+from palace.store.query import Leg, SearchQuery, SparseVector
 
 
 @lru_cache(maxsize=1)
 def keyword_model() -> qe.Bm25:
     """Qdrant's BM25 with English stemming and stopwords."""
     return qe.Bm25(qe.Bm25Config(language="english"))
+
+
+def document_vectors(point: PointWrite) -> tuple[SparseVector, list[list[float]] | None]:
+    """A point's BM25 vector, and its chunk vectors (None while its dense vector is pending)."""
+    sparse = keyword_model().embed_document(point.keyword_text)
+    dense = point.chunk_vectors.tolist() if point.chunk_vectors.size else None
+    return SparseVector(tuple(sparse.indices), tuple(sparse.values)), dense
+
+
+def search_legs(query: SearchQuery) -> list[Leg]:
+    """The legs a search runs: dense when asked, BM25 when the keywords hold a term that is not a stopword."""
+    legs: list[Leg] = []
+    if query.dense_query is not None:
+        legs.append(Leg(using=DENSE, dense=[query.dense_query.tolist()]))
+    if query.keyword_query:
+        sparse = keyword_model().embed_query(query.keyword_query)
+        if sparse.indices:
+            legs.append(Leg(using=SPARSE, sparse=SparseVector(tuple(sparse.indices), tuple(sparse.values))))
+    return legs

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -28,6 +29,9 @@ def open_client(*, url: str | None = None, api_key: str | None = None, path: str
     """A client for a Qdrant server (url) or a local-mode directory (path)."""
     if bool(url) == bool(path):
         raise ValueError("give exactly one of url and path")
+    if path and not Path(path).expanduser().is_dir():
+        # qdrant-client would create the directory (and an empty database in it): a typo must not do that.
+        raise StoreUnavailable(f"cannot open Qdrant at {path}: there is no such directory")
     try:
         if path:
             return QdrantClient(path=path)

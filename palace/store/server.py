@@ -4,25 +4,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Sequence
-from datetime import UTC, datetime
 from functools import partial
 from typing import Any, TypeVar
 
 import grpc
 import httpx
-import numpy as np
-import numpy.typing as npt
 from qdrant_client import QdrantClient, models
 from qdrant_client.common.client_exceptions import QdrantException, ResourceExhaustedResponse
 from qdrant_client.http.exceptions import ApiException, ResponseHandlingException, UnexpectedResponse
 
 from palace.errors import ModelMismatch, StoreUnavailable
+from palace.store import query as neutral  # the store-neutral search this adapter translates
 from palace.store.base import (
-    DATETIME_INDEXES,
     DENSE,
-    KEYWORD_INDEXES,
-    NEEDS_EMBEDDING,
-    NEEDS_EMBEDDING_PENDING,
+    PAYLOAD_INDEXES,
     SPARSE,
     CollectionIdentity,
     IndexState,
@@ -30,7 +25,7 @@ from palace.store.base import (
     PointWrite,
     StoredPoint,
 )
-from palace.store.keywords import DENSE_WEIGHT, KEYWORD_WEIGHT, RRF_K, keyword_model, prefetch_depth
+from palace.store.keywords import document_vectors, search_legs
 
 T = TypeVar("T")
 
@@ -38,66 +33,41 @@ FACET_LIMIT = 10_000
 _CLIENT_ERRORS = (ApiException, QdrantException, httpx.HTTPError, grpc.RpcError)
 
 
-def _second(moment: datetime) -> datetime:
-    # The edge store compares at whole UTC seconds (its RFC3339 strings drop the fraction); so do we.
-    return moment.astimezone(UTC).replace(microsecond=0)
+def _server_condition(condition: neutral.Condition) -> models.Condition:
+    """One node of the store-neutral filter tree as a qdrant-client condition."""
+    match condition:
+        case neutral.Match(key, value):
+            return models.FieldCondition(key=key, match=models.MatchValue(value=value))
+        case neutral.MatchAny(key, values):
+            return models.FieldCondition(key=key, match=models.MatchAny(any=list(values)))
+        case neutral.HasId(ids):
+            return models.HasIdCondition(has_id=list(ids))
+        case neutral.TimeRange(key, gte, lte, gt):
+            return models.FieldCondition(key=key, range=models.DatetimeRange(gte=gte, lte=lte, gt=gt))
+        case neutral.IsNull(key):
+            return models.IsNullCondition(is_null=models.PayloadField(key=key))
+        case neutral.IsEmpty(key):
+            return models.IsEmptyCondition(is_empty=models.PayloadField(key=key))
+        case neutral.AnyOf(conditions):
+            return models.Filter(should=[_server_condition(inner) for inner in conditions])
+    raise TypeError(f"unknown filter condition {condition!r}")  # pragma: no cover - the union is exhaustive
 
 
 def server_filter(memory_filter: MemoryFilter) -> models.Filter | None:
-    """Translate a MemoryFilter into a qdrant-client filter, with the meaning of edge_filter."""
-    must: list[models.Condition] = []
-    for key in ("wing", "category", "room", "hall", "session"):
-        value = getattr(memory_filter, key)
-        if value is not None:
-            must.append(models.FieldCondition(key=key, match=models.MatchValue(value=value)))
-    if memory_filter.since or memory_filter.until:
-        must.append(
-            models.FieldCondition(
-                key="timestamp",
-                range=models.DatetimeRange(
-                    gte=_second(memory_filter.since) if memory_filter.since else None,
-                    lte=_second(memory_filter.until) if memory_filter.until else None,
-                ),
-            )
-        )
-    if memory_filter.text_hashes is not None:
-        must.append(models.FieldCondition(key="text_hash", match=models.MatchAny(any=list(memory_filter.text_hashes))))
-    if memory_filter.ids is not None:
-        must.append(models.HasIdCondition(has_id=list(memory_filter.ids)))
-    if memory_filter.needs_embedding:
-        must.append(models.FieldCondition(key=NEEDS_EMBEDDING, match=models.MatchValue(value=NEEDS_EMBEDDING_PENDING)))
-    if not memory_filter.include_superseded:
-        now = memory_filter.current_at or datetime.now(UTC)
-        must.append(
-            models.Filter(
-                should=[
-                    models.IsNullCondition(is_null=models.PayloadField(key="valid_until")),
-                    models.IsEmptyCondition(is_empty=models.PayloadField(key="valid_until")),
-                    models.FieldCondition(key="valid_until", range=models.DatetimeRange(gt=_second(now))),
-                ]
-            )
-        )
-    if memory_filter.wings is not None:
-        must.append(models.FieldCondition(key="wing", match=models.MatchAny(any=list(memory_filter.wings))))
-    if memory_filter.expired is not None:
-        moment = _second(memory_filter.current_at or datetime.now(UTC))
-        if memory_filter.expired:
-            must.append(models.FieldCondition(key="expires_at", range=models.DatetimeRange(lte=moment)))
-        else:
-            must.append(
-                models.Filter(
-                    should=[
-                        models.IsNullCondition(is_null=models.PayloadField(key="expires_at")),
-                        models.IsEmptyCondition(is_empty=models.PayloadField(key="expires_at")),
-                        models.FieldCondition(key="expires_at", range=models.DatetimeRange(gt=moment)),
-                    ]
-                )
-            )
+    """Translate a MemoryFilter (its meaning: store.query.filter_conditions) into a qdrant-client filter."""
+    must = [_server_condition(condition) for condition in neutral.filter_conditions(memory_filter)]
     return models.Filter(must=must) if must else None
 
 
-def _sparse(vector: Any) -> models.SparseVector:
+def _sparse(vector: neutral.SparseVector) -> models.SparseVector:
     return models.SparseVector(indices=list(vector.indices), values=list(vector.values))
+
+
+def _server_leg(leg: neutral.Leg) -> tuple[Any, str]:
+    return (_sparse(leg.sparse) if leg.sparse is not None else leg.dense), leg.using
+
+
+_INDEX_TYPES = {"keyword": models.PayloadSchemaType.KEYWORD, "datetime": models.PayloadSchemaType.DATETIME}
 
 
 def _describe_vectors(params: models.CollectionParams) -> str:
@@ -132,7 +102,6 @@ class ServerStore:
             url=url, api_key=api_key or None, timeout=max(1, math.ceil(timeout_seconds))
         )
         self._identity: CollectionIdentity | None = None
-        self._keywords = keyword_model()
 
     @property
     def collection(self) -> str:
@@ -187,16 +156,7 @@ class ServerStore:
                 f"({info.points_count} points); import it into a new collection with "
                 "`python manage.py import_qdrant` instead of opening it directly"
             )
-        if (recorded.get("embedding_model"), recorded.get("embedding_dimension")) != (
-            identity.model_name,
-            identity.dimension,
-        ):
-            raise ModelMismatch(
-                f"the palace in collection {self._collection!r} in {self._where()} was built with "
-                f"{recorded.get('embedding_model')} ({recorded.get('embedding_dimension')} dims) but the configured "
-                f"model is {identity.model_name} ({identity.dimension} dims); set PALAZZO_EMBED_MODEL back, "
-                "or move the palace to the new model with `python manage.py rebuild`"
-            )
+        identity.refuse_other(recorded, where=f"in collection {self._collection!r} in {self._where()}")
 
     def _create(self, identity: CollectionIdentity) -> None:
         try:
@@ -227,10 +187,7 @@ class ServerStore:
         self._check_identity(info, identity)
         self._identity = identity
         existing = info.payload_schema or {}
-        wanted = [(key, models.PayloadSchemaType.KEYWORD) for key in KEYWORD_INDEXES] + [
-            (key, models.PayloadSchemaType.DATETIME) for key in DATETIME_INDEXES
-        ]
-        for key, schema in wanted:
+        for key, kind in PAYLOAD_INDEXES:
             if key not in existing:
                 self._call(
                     "ensure_collection",
@@ -238,7 +195,7 @@ class ServerStore:
                         self._client.create_payload_index,
                         self._collection,
                         field_name=key,
-                        field_schema=schema,
+                        field_schema=_INDEX_TYPES[kind],
                         wait=True,
                     ),
                 )
@@ -259,9 +216,10 @@ class ServerStore:
             return
         structs = []
         for point in points:
-            vector: dict[str, Any] = {SPARSE: _sparse(self._keywords.embed_document(point.keyword_text))}
-            if point.chunk_vectors.size:  # a point stored while the embedder was down has only its keywords
-                vector[DENSE] = point.chunk_vectors.tolist()
+            sparse, dense = document_vectors(point)
+            vector: dict[str, Any] = {SPARSE: _sparse(sparse)}
+            if dense is not None:  # a point stored while the embedder was down has only its keywords
+                vector[DENSE] = dense
             structs.append(models.PointStruct(id=point.id, vector=vector, payload=point.payload))
         self._call("upsert", lambda: self._client.upsert(self._collection, points=structs, wait=True))
 
@@ -296,44 +254,32 @@ class ServerStore:
         by_id = {int(record.id): record for record in records}
         return [StoredPoint(id=i, payload=dict(by_id[i].payload or {})) for i in ids if i in by_id]
 
-    def search(
-        self,
-        *,
-        dense_query: npt.NDArray[np.float32] | None,
-        keyword_query: str | None,
-        memory_filter: MemoryFilter,
-        limit: int,
-    ) -> list[StoredPoint]:
-        """Rank by dense similarity, BM25, or both fused by RRF inside Qdrant."""
-        flt = server_filter(memory_filter)
-        legs: list[tuple[Any, str]] = []
-        if dense_query is not None:
-            legs.append(([dense_query.tolist()], DENSE))
-        if keyword_query:
-            sparse = self._keywords.embed_query(keyword_query)
-            if sparse.indices:
-                legs.append((_sparse(sparse), SPARSE))
+    def search(self, query: neutral.SearchQuery) -> list[StoredPoint]:
+        """Run a search: one leg alone, or both fused by RRF inside Qdrant."""
+        flt = server_filter(query.memory_filter)
+        legs = [_server_leg(leg) for leg in search_legs(query)]
         if not legs:
             return []
         if len(legs) == 1:
-            query, using = legs[0]
+            vector, using = legs[0]
             response = self._call(
                 "search",
                 lambda: self._client.query_points(
-                    self._collection, query=query, using=using, query_filter=flt, limit=limit, with_payload=True
+                    self._collection, query=vector, using=using, query_filter=flt, limit=query.limit, with_payload=True
                 ),
             )
         else:
-            depth = prefetch_depth(limit)
-            prefetch = [models.Prefetch(query=query, using=using, filter=flt, limit=depth) for query, using in legs]
+            depth = query.leg_depth
+            prefetch = [models.Prefetch(query=vector, using=using, filter=flt, limit=depth) for vector, using in legs]
+            fusion = models.RrfQuery(rrf=models.Rrf(k=query.fusion.k, weights=list(query.fusion.weights)))
             response = self._call(
                 "search",
                 lambda: self._client.query_points(
                     self._collection,
                     prefetch=prefetch,
-                    query=models.RrfQuery(rrf=models.Rrf(k=RRF_K, weights=[DENSE_WEIGHT, KEYWORD_WEIGHT])),
+                    query=fusion,
                     query_filter=flt,
-                    limit=limit,
+                    limit=query.limit,
                     with_payload=True,
                 ),
             )

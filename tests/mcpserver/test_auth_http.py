@@ -92,6 +92,10 @@ def test_it_answers_healthz_without_a_token(secured: Secured) -> None:
     assert body["status"] == "ok"
     assert body["version"]
     assert body["database"]["status"] == body["store"]["status"] == body["embedder"]["status"] == "ok"
+    # The HealthReport schema shapes the body without adding the fields a healthy part has not got.
+    assert set(body["database"]) == {"status", "engine"} and set(body["store"]) == {"status", "kind", "memories"}
+    assert body["store"]["kind"] == "EdgeStore" and isinstance(body["store"]["memories"], int)
+    assert set(body["embedder"]) == {"status", "model", "dimension"}
 
 
 @pytest.mark.parametrize("path", ["/mcp", "/ingest", "/export", "/metrics"])
@@ -184,7 +188,7 @@ def test_it_refuses_to_start_off_loopback_without_a_token(tmp_path: Path) -> Non
     assert "off loopback" in refused.stderr and "PALAZZO_ALLOW_INSECURE" in refused.stderr
     # Started without `serve` (gunicorn on its own, as under systemd), the ASGI lifespan refuses too.
     gunicorn = subprocess.run(
-        [sys.executable, "-m", "gunicorn", "-c", "python:mcpserver.gunicorn_conf", "palazzo_site.asgi:application"],
+        [sys.executable, "-m", "gunicorn", "-c", "python:palazzo_site.gunicorn_conf", "palazzo_site.asgi:application"],
         cwd=ROOT,
         env=server_env(data_dir, PALAZZO_BIND=f"0.0.0.0:{port}"),
         capture_output=True,

@@ -125,7 +125,7 @@ def test_it_refuses_several_workers_in_the_gunicorn_config_too(tmp_path: Path) -
             "-m",
             "gunicorn",
             "-c",
-            "python:mcpserver.gunicorn_conf",
+            "python:palazzo_site.gunicorn_conf",
             "--workers",
             "3",
             "--bind",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.mcpserver.conftest import ROOT, http_server, migrate, server_env
+from tests.mcpserver.conftest import ROOT, free_port, http_server, migrate, server_env
 from tests.mcpserver.test_auth_http import token_client
 
 pytestmark = pytest.mark.slow
@@ -29,8 +29,7 @@ CHROMIUM_FLAGS = (
 )
 
 
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[object]:
+def _chromium(profile: Path, *extra_flags: str) -> object:
     chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
     if chromium is None or driver is None:
         pytest.fail("chromium and chromedriver are required: run scripts/ci-services.sh (make services)")
@@ -39,14 +38,33 @@ def browser(tmp_path: Path) -> Iterator[object]:
 
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
-    for flag in CHROMIUM_FLAGS:
+    for flag in (*CHROMIUM_FLAGS, *extra_flags):
         options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={tmp_path / 'chromium-profile'}")
-    session = webdriver.Chrome(service=Service(executable_path=driver), options=options)
+    options.add_argument(f"--user-data-dir={profile}")
+    return webdriver.Chrome(service=Service(executable_path=driver), options=options)
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[object]:
+    session = _chromium(tmp_path / "chromium-profile")
     try:
         yield session
     finally:
-        session.quit()
+        session.quit()  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def offline_browser(tmp_path: Path) -> Iterator[object]:
+    """Chromium that reaches only this machine: every other host is unresolvable and behind a dead proxy."""
+    session = _chromium(
+        tmp_path / "offline-profile",
+        "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+        f"--proxy-server=http://127.0.0.1:{free_port()}",  # nothing listens there; loopback bypasses proxies
+    )
+    try:
+        yield session
+    finally:
+        session.quit()  # type: ignore[attr-defined]
 
 
 def test_it_shows_the_journal_and_the_overview_chart_in_a_browser(tmp_path: Path, browser: object) -> None:
@@ -128,3 +146,30 @@ def test_it_shows_the_journal_and_the_overview_chart_in_a_browser(tmp_path: Path
         ARTIFACTS.mkdir(exist_ok=True)
         browser.save_screenshot(str(ARTIFACTS / "admin-overview.png"))
     assert (ARTIFACTS / "admin-overview.png").stat().st_size > 10_000
+
+
+def test_it_renders_the_api_docs_with_the_network_cut(tmp_path: Path, offline_browser: object) -> None:
+    from selenium.common.exceptions import WebDriverException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.remote.webdriver import WebDriver
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    assert isinstance(offline_browser, WebDriver)
+    browser = offline_browser
+    data_dir = tmp_path / "data"
+    migrate(data_dir)
+    with http_server(data_dir) as base_url:
+        # The cut is real: the CDN django-ninja falls back to cannot be reached from this browser.
+        with pytest.raises(WebDriverException, match="ERR_"):
+            browser.get("https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/swagger-ui-bundle.js")
+        browser.get(f"{base_url}/api/docs")
+        WebDriverWait(browser, 30).until(lambda b: b.find_elements(By.CSS_SELECTOR, ".swagger-ui .opblock"))
+        assert "palazzo" in browser.find_element(By.CSS_SELECTOR, ".swagger-ui .info .title").text
+        operations = " ".join(element.text for element in browser.find_elements(By.CSS_SELECTOR, ".opblock-summary"))
+        assert "/ingest" in operations and "/export" in operations and "/healthz" in operations
+        loaded = browser.execute_script(
+            "return performance.getEntriesByType('resource').map(entry => entry.name).concat([location.href]);"
+        )
+        assert loaded and all(url.startswith(base_url) for url in loaded), loaded
+        ARTIFACTS.mkdir(exist_ok=True)
+        browser.save_screenshot(str(ARTIFACTS / "api-docs-offline.png"))

@@ -12,7 +12,9 @@ import numpy as np
 import qdrant_edge as qe
 
 from palace.store.base import CollectionIdentity, IndexState, MemoryFilter, PointWrite
-from palace.store.edge import EdgeStore, shard_config
+from palace.store.edge import EdgeStore
+from palace.store.query import SearchQuery
+from palace.store.shard import shard_config
 
 IDENTITY = CollectionIdentity(model_name="test-model", dimension=384)
 # Enough vectors (1.5 KB each) to pass the shard's indexing threshold, so a build makes real graphs.
@@ -48,7 +50,7 @@ def _fill(store: EdgeStore, vectors: np.ndarray) -> None:
 
 
 def _nearest(store: EdgeStore, vector: np.ndarray) -> int:
-    hits = store.search(dense_query=vector, keyword_query=None, memory_filter=MemoryFilter(), limit=1)
+    hits = store.search(SearchQuery(dense_query=vector, keyword_query=None, memory_filter=MemoryFilter(), limit=1))
     return hits[0].id
 
 
@@ -154,7 +156,9 @@ def test_it_serves_searches_from_other_threads_while_the_shard_is_swapped(tmp_pa
     def search_forever() -> None:
         while not stop.is_set():
             try:
-                store.search(dense_query=vectors[0], keyword_query="memory", memory_filter=MemoryFilter(), limit=5)
+                store.search(
+                    SearchQuery(dense_query=vectors[0], keyword_query="memory", memory_filter=MemoryFilter(), limit=5)
+                )
             except BaseException as exc:  # any failure of a reader is the finding
                 failures.append(exc)
 

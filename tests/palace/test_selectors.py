@@ -5,12 +5,17 @@ from __future__ import annotations
 import io
 from typing import Any
 
+import numpy as np
 import pytest
 from django.core.management import call_command
+from hypothesis import given
+from hypothesis import strategies as st
 
-from palace import selectors, services
+from palace import retrieval, selectors, services
 from palace.errors import InvalidInput
+from palace.forms import MAX_FIND_LIMIT
 from palace.runtime import Palace
+from palace.store.base import MemoryFilter
 from tests.palace.helpers import memory
 
 
@@ -182,3 +187,24 @@ def test_it_summarises_gain_since_a_moment(palace: Palace) -> None:
     assert selectors.gain(since="2100-01-01T00:00:00Z")["totals"]["calls"] == 0
     with pytest.raises(InvalidInput):
         selectors.gain(since="last week")
+
+
+@given(
+    limit=st.integers(min_value=1, max_value=MAX_FIND_LIMIT),
+    half_life=st.sampled_from([0.0, 0.5, 30.0]),
+    legs=st.sampled_from(["hybrid", "dense", "keyword"]),
+)
+def test_it_applies_the_prefetch_depth_once(limit: int, half_life: float, legs: str) -> None:
+    vector = np.ones(4, dtype=np.float32)
+    plan = retrieval.SearchPlan(
+        dense_query=None if legs == "keyword" else vector, keyword_query=None if legs == "dense" else "query"
+    )
+    asked = selectors.find_query(plan, memory_filter=MemoryFilter(), limit=limit, half_life=half_life)
+    # Each leg hands the fusion max(4 x limit, 40) candidates (README, "find"), not 4x the fused fetch.
+    assert asked.leg_depth == max(4 * limit, 40)
+    if legs == "hybrid":  # session context looks at every fused candidate
+        assert asked.limit == asked.leg_depth
+    else:  # one leg: the limit, or up to 4x it (at most 80) to re-rank by recency
+        expected = max(min(4 * limit, 80), limit) if half_life > 0 else limit
+        assert asked.limit == expected
+    assert asked.fusion == retrieval.FUSION

@@ -28,7 +28,7 @@ from palace.store.base import (
     PointWrite,
 )
 from palace.store.edge import EdgeStore
-from palace.store.keywords import RRF_K
+from palace.store.query import RRF_K, Fusion, SearchQuery
 from palace.store.server import ServerStore
 
 pytestmark = [
@@ -213,7 +213,7 @@ def test_it_dense_search_ranks_the_nearest_first(store: ServerStore, rng: np.ran
     query = (query / np.linalg.norm(query)).astype(np.float32)
     # MaxSim of a one-row query is the best cosine over a point's chunks.
     expected = sorted(chunks, key=lambda i: -float(np.max(chunks[i] @ query)))
-    found = store.search(dense_query=query, keyword_query=None, memory_filter=NOTHING, limit=5)
+    found = store.search(SearchQuery(dense_query=query, keyword_query=None, memory_filter=NOTHING, limit=5))
     assert ids(found) == expected[:5]
     assert found[0].id == 7
     assert found[0].score is not None and found[0].score > found[-1].score  # type: ignore[operator]
@@ -227,9 +227,9 @@ def test_it_keyword_search_finds_an_exact_rare_token(store: ServerStore, rng: np
         4: "deploy the cluster after lunch",
     }
     store.upsert([point(i, unit(rng), text) for i, text in texts.items()])
-    found = store.search(dense_query=None, keyword_query="qx7zebra", memory_filter=NOTHING, limit=10)
+    found = store.search(SearchQuery(dense_query=None, keyword_query="qx7zebra", memory_filter=NOTHING, limit=10))
     assert ids(found) == [3]
-    assert store.search(dense_query=None, keyword_query="the and", memory_filter=NOTHING, limit=10) == []
+    assert store.search(SearchQuery(dense_query=None, keyword_query="the and", memory_filter=NOTHING, limit=10)) == []
 
 
 def test_it_hybrid_search_fuses_both_legs(store: ServerStore, rng: np.random.Generator) -> None:
@@ -244,9 +244,9 @@ def test_it_hybrid_search_fuses_both_legs(store: ServerStore, rng: np.random.Gen
             *[point(10 + i, v[None, :], f"filler note number {i}") for i, v in enumerate(far[1:])],
         ]
     )
-    dense = store.search(dense_query=query, keyword_query=None, memory_filter=NOTHING, limit=3)
-    keyword = store.search(dense_query=None, keyword_query="zanzibar", memory_filter=NOTHING, limit=3)
-    fused = store.search(dense_query=query, keyword_query="zanzibar", memory_filter=NOTHING, limit=3)
+    dense = store.search(SearchQuery(dense_query=query, keyword_query=None, memory_filter=NOTHING, limit=3))
+    keyword = store.search(SearchQuery(dense_query=None, keyword_query="zanzibar", memory_filter=NOTHING, limit=3))
+    fused = store.search(SearchQuery(dense_query=query, keyword_query="zanzibar", memory_filter=NOTHING, limit=3))
     assert ids(dense)[:2] == [1, 3]
     assert ids(keyword) == [2, 3]
     # Second in both legs beats first in one: only a fusion ranks 3 on top.
@@ -345,7 +345,9 @@ def test_it_applies_every_filter_key(
     assert store.count(memory_filter=memory_filter) == len(expected)
     query = unit(rng)[0]
     for dense, keyword in ((query, None), (None, "shared words"), (query, "shared words")):
-        found = store.search(dense_query=dense, keyword_query=keyword, memory_filter=memory_filter, limit=10)
+        found = store.search(
+            SearchQuery(dense_query=dense, keyword_query=keyword, memory_filter=memory_filter, limit=10)
+        )
         assert sorted(ids(found)) == expected
 
 
@@ -357,7 +359,7 @@ def test_it_filters_inside_every_fused_leg(store: ServerStore, rng: np.random.Ge
     target = point(100, unit(rng), "zanzibar and many other words in a long note", wing="target")
     store.upsert([*noise, target])
     found = store.search(
-        dense_query=query, keyword_query="zanzibar", memory_filter=MemoryFilter(wing="target"), limit=1
+        SearchQuery(dense_query=query, keyword_query="zanzibar", memory_filter=MemoryFilter(wing="target"), limit=1)
     )
     assert ids(found) == [100]
 
@@ -425,7 +427,9 @@ def test_it_raises_store_unavailable_quickly_when_the_server_is_unreachable() ->
     with pytest.raises(StoreUnavailable, match="upsert"):
         store.upsert([point(1, np.ones((1, DIM), dtype=np.float32))])
     with pytest.raises(StoreUnavailable, match="search"):
-        store.search(dense_query=np.ones(DIM, dtype=np.float32), keyword_query=None, memory_filter=NOTHING, limit=1)
+        store.search(
+            SearchQuery(dense_query=np.ones(DIM, dtype=np.float32), keyword_query=None, memory_filter=NOTHING, limit=1)
+        )
     with pytest.raises(StoreUnavailable, match="scroll"):
         list(store.scroll(memory_filter=NOTHING))
     store.close()
@@ -516,7 +520,7 @@ def test_it_agrees_with_the_edge_store(tmp_path: Path, client: RecordingClient) 
         wing_b = MemoryFilter(wing="b", since=datetime(2024, 1, 5, tzinfo=UTC))
 
         def both(**kwargs: Any) -> tuple[list[int], list[int]]:
-            return ids(edge.search(**kwargs)), ids(server.search(**kwargs))
+            return ids(edge.search(SearchQuery(**kwargs))), ids(server.search(SearchQuery(**kwargs)))
 
         dense_edge, dense_server = both(dense_query=query, keyword_query=None, memory_filter=NOTHING, limit=10)
         assert dense_server == dense_edge and len(dense_edge) == 10
@@ -528,7 +532,9 @@ def test_it_agrees_with_the_edge_store(tmp_path: Path, client: RecordingClient) 
         fused = {
             name: {
                 p.id: p.score
-                for p in store.search(dense_query=query, keyword_query="kilo lima", memory_filter=NOTHING, limit=28)
+                for p in store.search(
+                    SearchQuery(dense_query=query, keyword_query="kilo lima", memory_filter=NOTHING, limit=28)
+                )
             }
             for name, store in (("edge", edge), ("server", server))
         }
@@ -538,3 +544,112 @@ def test_it_agrees_with_the_edge_store(tmp_path: Path, client: RecordingClient) 
         assert ids(server.recent(memory_filter=wing_b, limit=3)) == ids(edge.recent(memory_filter=wing_b, limit=3))
     finally:
         edge.close()
+
+
+def _parity_writes(rng: np.random.Generator) -> list[PointWrite]:
+    """The filter rows with distinct texts (no equal BM25 scores), plus one point still waiting for its dense vector."""
+    filler = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"]
+    writes = []
+    for written in points_for_filters(rng):
+        i = written.id
+        words = " ".join(["kilo"] * i + ["lima"] * (i % 2) + filler[:i])
+        writes.append(point(i, written.chunk_vectors, words, **written.payload))
+    pending = {"wing": "a", "category": "fact", "room": "r9", "hall": "h1", "timestamp": "2024-01-07T12:00:00Z"}
+    writes.append(point(7, np.zeros((0, DIM), dtype=np.float32), "kilo pending", needs_embedding="pending", **pending))
+    return writes
+
+
+@pytest.fixture(scope="module")
+def both_stores(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[EdgeStore, ServerStore]]:
+    """The embedded and the served store holding the same points."""
+    writes = _parity_writes(np.random.default_rng(5))
+    edge = EdgeStore(path=tmp_path_factory.mktemp("parity") / "shard")
+    client = RecordingClient()
+    server = ServerStore(collection="palace", client=client)
+    for store in (edge, server):
+        store.ensure_collection(IDENTITY)
+        store.upsert(writes)
+    yield edge, server
+    edge.close()
+    client.close()
+
+
+def _ranked(hits: list[Any], limit: int) -> tuple[list[float], list[tuple[float, frozenset[int]]]]:
+    """The scores, and the ids per score best first: stores may order equal scores either way, and
+    when the limit cuts through a tie, keep either; so the last group of a full page is left out."""
+    groups: dict[float, set[int]] = {}
+    for hit in hits:
+        groups.setdefault(round(hit.score, 5), set()).add(hit.id)
+    ranked = [(score, frozenset(group)) for score, group in sorted(groups.items(), reverse=True)]
+    return [round(hit.score, 5) for hit in hits], ranked[:-1] if len(hits) == limit else ranked
+
+
+PARITY_FILTERS = [
+    NOTHING,
+    MemoryFilter(wing="a"),
+    MemoryFilter(category="fact"),
+    MemoryFilter(room="r2"),
+    MemoryFilter(hall="h1"),
+    MemoryFilter(session="s3"),
+    MemoryFilter(since=datetime(2024, 1, 2, 12, tzinfo=UTC)),
+    MemoryFilter(until=datetime(2024, 1, 4, 12, tzinfo=UTC)),
+    # The whole-second rule: a fraction of a second is dropped, so the memory at 12:00:00 is inside.
+    MemoryFilter(since=datetime(2024, 1, 2, 12, 0, 0, 900_000, tzinfo=UTC)),
+    MemoryFilter(until=datetime(2024, 1, 4, 12, 0, 0, 900_000, tzinfo=UTC)),
+    MemoryFilter(include_superseded=False, current_at=NOW),
+    MemoryFilter(include_superseded=False, current_at=datetime(2024, 5, 31, 23, 59, 59, 500_000, tzinfo=UTC)),
+    MemoryFilter(include_superseded=False, current_at=datetime(2024, 5, 31, 23, 59, 58, tzinfo=UTC)),
+    MemoryFilter(ids=(2, 5, 7, 77)),
+    MemoryFilter(text_hashes=("t2", "t5", "nope")),
+    MemoryFilter(text_hashes=()),
+    MemoryFilter(needs_embedding=True),
+    MemoryFilter(wing="c", hall="h1", session="s3", include_superseded=False, current_at=NOW),
+]
+
+
+@pytest.mark.parametrize("memory_filter", PARITY_FILTERS)
+def test_it_filters_alike_in_both_stores(
+    both_stores: tuple[EdgeStore, ServerStore], memory_filter: MemoryFilter
+) -> None:
+    edge, server = both_stores
+    assert ids(server.scroll(memory_filter=memory_filter)) == ids(edge.scroll(memory_filter=memory_filter))
+    assert server.count(memory_filter=memory_filter) == edge.count(memory_filter=memory_filter)
+    assert server.facet(key="room", memory_filter=memory_filter) == edge.facet(key="room", memory_filter=memory_filter)
+    assert ids(server.recent(memory_filter=memory_filter, limit=3)) == ids(
+        edge.recent(memory_filter=memory_filter, limit=3)
+    )
+    query = unit(np.random.default_rng(3))[0]
+    for dense, keyword in ((query, None), (None, "kilo lima"), (query, "kilo lima")):
+        asked = SearchQuery(dense_query=dense, keyword_query=keyword, memory_filter=memory_filter, limit=10)
+        assert _ranked(server.search(asked), 10) == _ranked(edge.search(asked), 10)
+
+
+@pytest.mark.parametrize(
+    "ranking",
+    [
+        {"keyword_query": None},
+        {"dense": None},
+        {},
+        {"limit": 1},
+        {"limit": 3, "depth": 1},
+        {"limit": 3, "depth": 2},
+        {"depth": 100},
+        {"fusion": Fusion(k=60)},
+        {"fusion": Fusion(k=1, weights=(2.0, 0.5))},
+        {"fusion": Fusion(weights=(0.25, 3.0)), "memory_filter": MemoryFilter(hall="h1")},
+        {"keyword_query": "the and of"},  # only stopwords: the keyword leg drops out, dense ranks alone
+        {"dense": None, "keyword_query": "the and"},
+    ],
+    ids=lambda ranking: ",".join(f"{key}={value}" for key, value in ranking.items()) or "fused-defaults",
+)
+def test_it_ranks_alike_in_both_stores(both_stores: tuple[EdgeStore, ServerStore], ranking: dict[str, Any]) -> None:
+    edge, server = both_stores
+    options = {"dense_query": unit(np.random.default_rng(3))[0], "keyword_query": "kilo lima"} | ranking
+    if "dense" in options:
+        options["dense_query"] = options.pop("dense")
+    asked = SearchQuery(**{"memory_filter": NOTHING, "limit": 10, **options})
+    from_edge, from_server = edge.search(asked), server.search(asked)
+    assert _ranked(from_server, asked.limit) == _ranked(from_edge, asked.limit)
+    assert len(from_edge) <= asked.limit
+    if asked.dense_query is not None and asked.keyword_query == "kilo lima":  # fused: depth bounds what reaches it
+        assert len(from_edge) <= 2 * asked.leg_depth

@@ -36,16 +36,37 @@ PROPERTY_SETTINGS = hypothesis_settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
 )
 
-json_scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=40)
+# What an attacker sends: lone surrogates, NUL, digits int() refuses, numbers past every bound.
+HOSTILE_PIECES = ["\ud800", "\udfff", "\x00", "²", "١٢٣", "\u202e", "\ufeff"]
+hostile_strings = st.tuples(st.text(max_size=8), st.sampled_from(HOSTILE_PIECES), st.text(max_size=8)).map("".join)
+huge_numbers = st.sampled_from([2**53, 2**63 - 1, 2**63, 2**64, 10**400, -(10**400), 1e308, -0.0])
+json_scalars = (
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=40) | hostile_strings | huge_numbers
+)
 json_values = st.recursive(
     json_scalars,
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
     max_leaves=12,
 )
 timestamps = st.sampled_from(
-    ["2026-01-01T00:00:00Z", "2024-02-29T23:59:59.5+01:00", "2026-13-01T00:00:00Z", "2026-01-01", "yesterday", ""]
+    [
+        "2026-01-01T00:00:00Z",
+        "2024-02-29T23:59:59.5+01:00",
+        "2026-13-01T00:00:00Z",
+        "2026-01-01",
+        "yesterday",
+        "",
+        "0001-01-01T00:00:00Z",
+        "9999-12-31T23:59:59Z",
+        "0001-01-01T00:00:00+01:00",
+        "9999-12-31T23:59:59-01:00",
+        "２０２６-01-01T00:00:00Z",
+    ]
 )
-memory_ids = st.lists(st.integers(min_value=999_999_990, max_value=2**63 + 5), max_size=6)
+memory_ids = st.lists(
+    st.integers(min_value=999_999_990, max_value=2**63 + 5) | st.sampled_from(["1000000000", "123²", 10**400]),
+    max_size=6,
+)
 
 
 def _plausible() -> dict[str, st.SearchStrategy[Any]]:
@@ -57,19 +78,19 @@ def _plausible() -> dict[str, st.SearchStrategy[Any]]:
         "category": st.sampled_from([*env.categories, "gossip", " technical "]),
         "wing": st.sampled_from([*env.wings, "atlantis"]),
         "hall": st.sampled_from([*env.halls, "attic"]),
-        "room": st.text(max_size=70),
-        "session": st.text(max_size=70),
-        "source_file": st.text(max_size=40),
+        "room": st.text(max_size=70) | hostile_strings,
+        "session": st.text(max_size=70) | hostile_strings,
+        "source_file": st.text(max_size=40) | hostile_strings,
         "timestamp": timestamps,
         "since": timestamps,
         "until": timestamps,
         "limit": st.integers(min_value=-3, max_value=25),
-        "recency_half_life_days": st.floats() | st.integers(min_value=-5, max_value=400),
+        "recency_half_life_days": st.floats() | st.integers(min_value=-5, max_value=400) | huge_numbers,
         "include_superseded": st.booleans(),
-        "skip_duplicates": st.booleans(),
+        "skip_duplicates": st.booleans() | st.sampled_from(["false", "true", 0, 1]),
         "ids": memory_ids,
         "supersedes": memory_ids,
-        "reason": st.text(max_size=30),
+        "reason": st.text(max_size=30) | hostile_strings,
         "confirm": st.booleans(),
         "dry_run": st.booleans(),
         "expected_count": st.integers(min_value=-2, max_value=1002),
@@ -232,13 +253,19 @@ def mcp_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Palazzo]:
 
 
 def _non_finite_as_null(value: Any) -> Any:
-    """JSON has no NaN or infinity (the client would refuse to send them at all): null instead."""
+    """What the MCP client can send at all: JSON has no NaN or infinity, UTF-8 no lone surrogate (null and U+FFFD
+    instead), and the client's encoder stops at 64-bit integers (the in-process tests send the rest).
+    """
     if isinstance(value, float):
         return value if math.isfinite(value) else None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value if -(2**63) <= value < 2**64 else None
+    if isinstance(value, str):
+        return value.encode("utf-8", "replace").decode("utf-8")
     if isinstance(value, list):
         return [_non_finite_as_null(item) for item in value]
     if isinstance(value, dict):
-        return {key: _non_finite_as_null(item) for key, item in value.items()}
+        return {_non_finite_as_null(key): _non_finite_as_null(item) for key, item in value.items()}
     return value
 
 
@@ -267,13 +294,13 @@ RESTORE_FIELDS = ("id", "valid_from", "valid_until", "superseded_by", "supersede
 
 def ingest_items() -> st.SearchStrategy[Any]:
     restore = {
-        "id": st.integers(min_value=999_999_999, max_value=2_000_000_000) | json_values,
+        "id": st.integers(min_value=999_999_999, max_value=2_000_000_000) | huge_numbers | json_values,
         "valid_from": timestamps | json_values,
         "valid_until": timestamps | json_values,
-        "superseded_by": st.integers(min_value=999_999_999, max_value=2_000_000_000) | json_values,
+        "superseded_by": st.integers(min_value=999_999_999, max_value=2_000_000_000) | huge_numbers | json_values,
         "superseded_reason": st.text(max_size=20) | json_values,
         "supersedes": memory_ids | json_values,
-        "added_by": st.text(max_size=20) | json_values,
+        "added_by": st.text(max_size=20) | hostile_strings | json_values,
     }
     with_restore = st.tuples(memory_items(), st.fixed_dictionaries({}, optional=restore)).map(
         lambda pair: pair[0] | pair[1] if isinstance(pair[0], dict) else pair[0]
@@ -285,6 +312,7 @@ ingest_lines = st.one_of(
     ingest_items().map(lambda item: json.dumps(item).encode() + b"\n"),
     ingest_items().map(lambda item: json.dumps(item).encode() + b"\n"),
     st.binary(max_size=60).map(lambda raw: raw.replace(b"\n", b" ") + b"\n"),
+    st.integers(min_value=1, max_value=50_000).map(lambda depth: b"[" * depth + b"]" * depth + b"\n"),
 )
 
 
@@ -307,3 +335,78 @@ def test_it_survives_any_ingest_body(palace: Palace, lines: list[bytes]) -> None
     assert stores_after - stores_before == stored
     if not stored:
         assert entries_after == entries_before, "an ingest that stored nothing wrote a journal entry"
+
+
+# After any sequence of writes, hostile ones among them: the journal rebuilds the same store, verify is clean,
+# and every acknowledged write reads back under its own id with its own text.
+
+write_steps = st.one_of(
+    st.tuples(st.just("store"), memory_items()),
+    st.tuples(st.just("batch"), st.lists(memory_items(), min_size=1, max_size=3)),
+    st.tuples(st.just("ingest"), st.lists(ingest_lines, min_size=1, max_size=3)),
+    st.tuples(st.just("supersede"), st.text(min_size=1, max_size=30) | hostile_strings),
+    st.tuples(st.just("delete"), st.integers(min_value=0, max_value=5)),
+)
+
+
+def _apply_step(step: tuple[str, Any], acknowledged: dict[int, str]) -> None:
+    """Make one write as an entry point would; record what the palace acknowledged."""
+    from palace import services
+    from palace.ingest import ingest
+
+    kind, value = step
+    try:
+        if kind == "store":
+            stored = _call(SPECS["palace_store"], value if isinstance(value, dict) else {"text": value})
+            acknowledged[stored["id"]] = stored["text"]
+        elif kind == "batch":
+            for outcome in _call(SPECS["palace_store_batch"], {"items": value})["items"]:
+                if outcome["status"] != "failed":
+                    acknowledged[outcome["memory"]["id"]] = outcome["memory"]["text"]
+        elif kind == "ingest":
+            for report in ingest(lines=iter(value), added_by="hypothesis/1"):
+                assert report.error is None, report.error
+                for result in report.results:
+                    if result["status"] == "stored":
+                        acknowledged[result["id"]] = json.loads(value[result["line"] - 1])["text"]
+        elif kind == "supersede" and acknowledged:
+            target = max(acknowledged)
+            corrected = services.supersede(supersedes=[target], reason="corrected", **memory(value))
+            acknowledged[corrected["memory"]["id"]] = corrected["memory"]["text"]
+        elif kind == "delete" and acknowledged:
+            target = sorted(acknowledged)[value % len(acknowledged)]
+            services.delete(ids=[target], reason="property test", confirm=True)
+            del acknowledged[target]
+    except CLEAR_ERRORS as error:
+        _check_clear(error)
+
+
+@hypothesis_settings(
+    max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
+@given(steps=st.lists(write_steps, min_size=1, max_size=6))
+def test_it_rebuilds_every_acknowledged_write_after_any_sequence_of_writes(
+    palace: Palace, steps: list[tuple[str, Any]]
+) -> None:
+    from palace import runtime, selectors, services
+    from palace.verify import verify
+
+    acknowledged: dict[int, str] = {}
+    for step in steps:
+        _apply_step(step, acknowledged)
+    before = verify()
+    assert before["ok"], before
+
+    services.rebuild()
+
+    after = verify()
+    assert after["ok"], after
+    assert after["store_points"] == before["store_points"]
+    ids = sorted(acknowledged)
+    for start in range(0, len(ids), 100):
+        recalled = selectors.recall(ids=ids[start : start + 100])
+        assert recalled["missing"] == []
+        assert {m["id"]: m["text"] for m in recalled["memories"]} == {
+            i: acknowledged[i] for i in ids[start : start + 100]
+        }
+    assert runtime.get_palace().store.count(memory_filter=MemoryFilter()) == after["store_points"]

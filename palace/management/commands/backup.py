@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from palace.backup import create_backup
 from palace.errors import PalaceError
+from palace.management.database import prepare_database
 
 
 class Command(BaseCommand):
@@ -23,6 +24,7 @@ class Command(BaseCommand):
         parser.add_argument("--out", required=True, type=Path, help="New directory to create for the backup.")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        prepare_database(required=False)
         try:
             result = create_backup(out=options["out"])
         except PalaceError as exc:

@@ -11,6 +11,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from palace import ingest as ingest_service
 from palace.audit import command_actor
 from palace.errors import PalaceError
+from palace.management.database import prepare_database
 
 
 class Command(BaseCommand):
@@ -21,6 +22,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         count = 0
+        prepare_database(required=False)
         try:
             memories = ingest_service.export_memories(actor=command_actor("export"))
             with ExitStack() as stack:

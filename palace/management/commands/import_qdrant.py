@@ -12,8 +12,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from palace import ingest as ingest_service
-from palace.errors import PalaceError
+from palace.errors import PalaceError, StoreLocked
 from palace.management.commands.ingest import SHOWN_FAILURES, summary
+from palace.management.database import held_palace_error, prepare_database
 
 
 class Command(BaseCommand):
@@ -47,6 +48,7 @@ class Command(BaseCommand):
             room=options["default_room"],
             hall=options["default_hall"],
         )
+        prepare_database()
         try:
             total, reports = ingest_service.import_qdrant(
                 collection=options["collection"],
@@ -57,6 +59,8 @@ class Command(BaseCommand):
                 skip_duplicates=options["skip_duplicates"],
                 added_by=f"manage.py import_qdrant/{user}",
             )
+        except StoreLocked as exc:
+            raise held_palace_error(exc) from None
         except PalaceError as exc:
             raise CommandError(str(exc)) from None
         started = time.perf_counter()

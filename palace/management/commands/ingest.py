@@ -9,12 +9,12 @@ import time
 from contextlib import ExitStack
 from typing import IO, Any
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from palace import ingest as ingest_service
 from palace.errors import PalaceError, StoreLocked
+from palace.management.database import held_palace_error, prepare_database
 
 # Failed lines named on stderr without --json; the rest are counted.
 SHOWN_FAILURES = 20
@@ -94,6 +94,7 @@ class Command(BaseCommand):
             self.stderr.write("more failed lines not shown (use --json for every result)")
 
     def _local(self, options: dict[str, Any], source: IO[bytes], bar: Any) -> tuple[dict[str, int], str | None]:
+        prepare_database()
         try:
             user = getpass.getuser()
         except (KeyError, OSError):
@@ -103,14 +104,10 @@ class Command(BaseCommand):
                 lines=ingest_service.read_lines(source.readline),
                 skip_duplicates=options["skip_duplicates"],
                 added_by=f"manage.py ingest/{user}",
+                keep_added_by=True,  # the local operator may restore other writers' stamps
             )
         except StoreLocked as exc:
-            raise CommandError(
-                f"{exc}\nThe palace is held by a running server: send the file to it with "
-                f"`python manage.py ingest --file FILE --url http://{settings.PALAZZO.bind}`, "
-                "or stop the server and run this again.",
-                returncode=2,
-            ) from None
+            raise held_palace_error(exc) from None
         except PalaceError as exc:
             raise CommandError(str(exc)) from None
         running = ingest_service.empty_counts()

@@ -8,15 +8,19 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from palace import services
-from palace.errors import PalaceError
+from palace.errors import PalaceError, StoreLocked
+from palace.management.database import held_palace_error, prepare_database
 
 
 class Command(BaseCommand):
     help = "Recreate the vector store from the journal, re-embedding every memory with the configured model."
 
     def handle(self, *args: Any, **options: Any) -> None:
+        prepare_database()
         try:
             result = services.rebuild()
+        except StoreLocked as exc:
+            raise held_palace_error(exc) from None
         except PalaceError as exc:
             raise CommandError(str(exc)) from None
         self.stderr.write(json.dumps(result))

@@ -9,7 +9,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from palace.backup import restore_backup
-from palace.errors import PalaceError
+from palace.errors import PalaceError, StoreLocked
+from palace.management.database import held_palace_error
 
 
 class Command(BaseCommand):
@@ -26,6 +27,8 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         try:
             result = restore_backup(source=options["path"])
+        except StoreLocked as exc:
+            raise held_palace_error(exc) from None
         except PalaceError as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(json.dumps(result, indent=2, default=str))

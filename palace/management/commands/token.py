@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from palace import tokens
 from palace.errors import PalaceError
+from palace.management.database import prepare_database
 
 
 def _when(value: Any) -> str:
@@ -33,6 +34,7 @@ class Command(BaseCommand):
         revoke.add_argument("name")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        prepare_database()
         try:
             if options["action"] == "create":
                 wings = options["wings"].split(",") if options["wings"] is not None else None

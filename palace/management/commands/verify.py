@@ -9,6 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from palace.errors import PalaceError
+from palace.management.database import prepare_database
 
 
 class Command(BaseCommand):
@@ -22,6 +23,8 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         from palace.verify import verify
+
+        prepare_database(required=False)
 
         try:
             report = verify()
@@ -40,6 +43,8 @@ class Command(BaseCommand):
             f"journal: {report['journal_entries']} entries ({report['journal_applied']} applied, "
             f"{report['journal_pending']} pending, {report['journal_failed']} failed)"
         )
+        for failed in report["journal_latest_failed"]:
+            self.stdout.write(f"  failed entry {failed['entry']} ({failed['operation']}): {failed['error']}")
         self.stdout.write(f"store: {report['store_points']} points; journal expects {report['expected_points']}")
         for kind, count in report["difference_counts"].items():
             if not count:

@@ -9,13 +9,25 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
 
 
-def _hostname(value: str) -> str:
+def _hostname(value: str) -> str | None:
+    """The host of a Host header `host[:port]` (`[v6][:port]`, or a bare IPv6 address); None when malformed.
+
+    The port must be ASCII digits: `localhost:evil.example` names no allowed host.
+    """
     value = value.strip().lower()
     if value.startswith("["):
-        return value[1 : value.find("]")] if "]" in value else value
+        host, bracket, port = value[1:].partition("]")
+        if not bracket or (port and not (port.startswith(":") and _is_port(port[1:]))):
+            return None
+        return host
     if value.count(":") == 1:
-        return value.split(":", 1)[0]
+        host, _, port = value.partition(":")
+        return host if _is_port(port) else None
     return value
+
+
+def _is_port(text: str) -> bool:
+    return text.isascii() and text.isdigit() and len(text) <= 5
 
 
 def host_allowed(host: str | None) -> bool:

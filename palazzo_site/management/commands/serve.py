@@ -11,9 +11,9 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError, connections
 
-from mcpserver.gunicorn_conf import several_workers_problem
 from palace.auth import insecure_start_problem
 from palazzo_site.environment import ConfigurationError, _bind
+from palazzo_site.gunicorn_conf import several_workers_problem
 
 
 class Command(BaseCommand):
@@ -62,7 +62,7 @@ class Command(BaseCommand):
             "-m",
             "gunicorn",
             "--config",
-            "python:mcpserver.gunicorn_conf",
+            "python:palazzo_site.gunicorn_conf",
             "--bind",
             bind,
             "--workers",

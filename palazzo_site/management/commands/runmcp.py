@@ -16,6 +16,9 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         from mcpserver.stdio import run_stdio
+        from palace.management.database import prepare_database
+
+        prepare_database()
 
         with contextlib.suppress(KeyboardInterrupt):
             run_stdio()

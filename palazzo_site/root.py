@@ -15,8 +15,8 @@ from palace import runtime
 from palace.audit import stop_audit_writer
 from palace.errors import PalaceError
 from palace.gain import stop_usage_writer
-from palace.http import guard_verdict
 from palace.routes.ingest import limit_ingest_body
+from palazzo_site.http import guard_verdict
 
 logger = logging.getLogger(__name__)
 
