@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from palace import redaction
 from palace.background import BatchWriter
+from palace.forms import writer_stamp
 from palace.models import AuditPurge, AuditRecord
 from palace.timefmt import format_rfc3339
 
@@ -79,7 +80,7 @@ def record_read(
     """Append one audit record (queued to the background writer in a server, written at once otherwise)."""
     record = AuditRecord(
         created_at=timezone.now(),
-        actor=(actor or "unknown")[:200],
+        actor=writer_stamp(actor) or "unknown",  # no NUL or lone surrogate reaches the table
         operation=operation[:32],
         filters={key: value for key, value in (filters or {}).items() if value not in (None, "", False, [])},
         result_ids=[int(memory_id) for memory_id in result_ids],

@@ -65,10 +65,11 @@ def scrub(*, dry_run: bool = False) -> dict[str, Any]:
             for pk, payload, reason, error in entries:
                 JournalEntry.objects.filter(pk=pk).update(payload=payload, reason=reason, error=error)
         if rewritten:
-            # A record that the scrub happened (rule counts only); replayed like any store.
+            # A record that the scrub happened (rule counts only); replayed like any store. `rewrite`
+            # tells verify that these ids were written before and are rewritten on purpose.
             journal.record(
                 operation=JournalEntry.Operation.STORE,
-                payload={"memories": rewritten},
+                payload={"memories": rewritten, "rewrite": True},
                 memory_ids=[record["id"] for record in rewritten],
                 added_by="manage.py redact",
                 reason="redacted: " + ", ".join(f"{rule} {count}" for rule, count in sorted(memory_counts.items())),

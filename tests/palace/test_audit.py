@@ -48,6 +48,13 @@ def test_it_records_find_with_a_hashed_query_filters_results_and_actor(palace: P
     assert record.result_count == len(found["results"])
 
 
+def test_it_records_an_actor_holding_nul_or_a_lone_surrogate_as_safe_text(palace: Palace) -> None:
+    selectors.recall(ids=[1_000_000_000], actor="agent\x00/\ud800" + "x" * 300)
+
+    (record,) = rows()
+    assert record.actor == "agent\ufffd/\ufffd" + "x" * 192  # replaced, cut at 200 characters
+
+
 def test_it_keeps_the_query_in_plain_text_only_when_asked_and_redacted(palace: Palace) -> None:
     settings.PALAZZO = dataclasses.replace(settings.PALAZZO, audit_query_plain=True)
 

@@ -11,6 +11,7 @@ import pytest
 
 from palace.store.base import MemoryFilter, VectorStore
 from palace.store.edge import EdgeStore
+from palace.store.query import SearchQuery
 from palace.store.server import ServerStore
 from tests.palace.test_server_store import IDENTITY, RecordingClient, point, unit
 
@@ -62,11 +63,17 @@ def ids(points: list[object]) -> list[int]:
 def every_read(store: VectorStore, memory_filter: MemoryFilter) -> dict[str, object]:
     query = unit(np.random.default_rng(9))[0]
     return {
-        "dense": ids(store.search(dense_query=query, keyword_query=None, memory_filter=memory_filter, limit=10)),
-        "keyword": ids(
-            store.search(dense_query=None, keyword_query="shared words", memory_filter=memory_filter, limit=10)
+        "dense": ids(
+            store.search(SearchQuery(dense_query=query, keyword_query=None, memory_filter=memory_filter, limit=10))
         ),
-        "fused": ids(store.search(dense_query=query, keyword_query="shared", memory_filter=memory_filter, limit=10)),
+        "keyword": ids(
+            store.search(
+                SearchQuery(dense_query=None, keyword_query="shared words", memory_filter=memory_filter, limit=10)
+            )
+        ),
+        "fused": ids(
+            store.search(SearchQuery(dense_query=query, keyword_query="shared", memory_filter=memory_filter, limit=10))
+        ),
         "scroll": ids(list(store.scroll(memory_filter=memory_filter))),
         "recent": ids(store.recent(memory_filter=memory_filter, limit=10)),
         "count": store.count(memory_filter=memory_filter),
@@ -97,7 +104,7 @@ def test_it_limits_every_read_to_a_token_s_wings(store: VectorStore) -> None:
         "count": 4,
     }
     assert store.facet(key="wing", memory_filter=scoped) == {"projects": 3, "career": 1}
-    assert ids(store.search(dense_query=None, keyword_query="memory", memory_filter=scoped, limit=2)) != []
+    assert ids(store.search(SearchQuery(dense_query=None, keyword_query="memory", memory_filter=scoped, limit=2))) != []
     both = MemoryFilter(wings=("projects",), wing="personal")  # a wing outside the scope matches nothing
     assert store.count(memory_filter=both) == 0
     assert store.count(memory_filter=MemoryFilter(wings=("projects",), expired=False, current_at=NOW)) == 1

@@ -9,6 +9,7 @@ from typing import IO, Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from palace import audit
+from palace.management.database import prepare_database
 from palace.timefmt import EXAMPLE, parse_rfc3339
 
 
@@ -39,6 +40,8 @@ class Command(BaseCommand):
         purge.add_argument("--before", required=True, help="date or RFC3339 timestamp; older records are deleted")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        # An export only reads: on a data dir it cannot migrate it still says what it could not open.
+        prepare_database(required=options["action"] == "purge")
         if options["action"] == "purge":
             before = moment(options["before"])
             deleted = audit.purge(before=before, actor=audit.command_actor("audit purge"))

@@ -9,7 +9,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from palace import services
 from palace.audit import command_actor
-from palace.errors import PalaceError
+from palace.errors import PalaceError, StoreLocked
+from palace.management.database import held_palace_error, prepare_database
 
 
 class Command(BaseCommand):
@@ -19,8 +20,11 @@ class Command(BaseCommand):
         parser.add_argument("--dry-run", action="store_true", help="count and list the expired memories only")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        prepare_database()
         try:
             result = services.expire(dry_run=options["dry_run"], added_by=command_actor("expire"))
+        except StoreLocked as exc:
+            raise held_palace_error(exc) from None
         except PalaceError as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(json.dumps(result))

@@ -8,7 +8,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from palace import scrub
-from palace.errors import PalaceError
+from palace.errors import PalaceError, StoreLocked
+from palace.management.database import held_palace_error, prepare_database
 
 
 class Command(BaseCommand):
@@ -21,8 +22,11 @@ class Command(BaseCommand):
         parser.add_argument("--dry-run", action="store_true", help="count the matches, change nothing")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        prepare_database()
         try:
             result = scrub.scrub(dry_run=options["dry_run"])
+        except StoreLocked as exc:
+            raise held_palace_error(exc) from None
         except PalaceError as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(json.dumps(result))
