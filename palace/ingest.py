@@ -195,7 +195,11 @@ def _result(line: int, outcome: dict[str, Any]) -> dict[str, Any]:
 
 
 def _restore_record(item: dict[str, Any]) -> dict[str, Any]:
-    fields = RestoreForm({key: value for key, value in item.items() if value is not None}).parsed()
+    # A memory as palace_recall returns it is a restore line too: its `expired` flag is derived from
+    # expires_at, so it is checked (a JSON boolean) and dropped.
+    strict_boolean("expired", item.get("expired"))
+    given = {key: value for key, value in item.items() if value is not None and key != "expired"}
+    fields = RestoreForm(given).parsed()
     record: dict[str, Any] = {key: fields.get(key) or None for key in MEMORY_FIELDS}
     record.update(id=fields["id"], text=fields["text"])
     for key in ("timestamp", "valid_from", "valid_until", "expires_at"):

@@ -142,3 +142,18 @@ def test_it_keeps_expiry_through_export_and_restore(palace: Palace, tmp_path: Pa
 
     assert report.results[0]["status"] == "stored"
     assert selectors.recall(ids=[stored["id"]])["memories"][0]["expires_at"] == stored["expires_at"]
+
+
+def test_it_restores_a_recalled_memory_dropping_its_expired_flag_but_refuses_a_non_boolean(
+    palace: Palace, tmp_path: Path
+) -> None:
+    stored = services.store(**memory("recalled then restored"), ttl_days=5)
+    recalled = selectors.recall(ids=[stored["id"]])["memories"][0]
+    assert recalled["expired"] is False
+    empty_palace(tmp_path)
+
+    (report,) = list(ingest.ingest(lines=[json.dumps(recalled | {"expired": "no"}), json.dumps(recalled)]))
+
+    assert report.results[0]["status"] == "failed" and report.results[0]["error"].startswith("expired:")
+    assert report.results[1]["status"] == "stored"
+    assert selectors.recall(ids=[stored["id"]])["memories"][0]["expires_at"] == stored["expires_at"]
