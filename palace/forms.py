@@ -395,6 +395,7 @@ class SupersedeForm(ExpiryForm):
     locals().update(_schema_fields())
     supersedes = IdListField(maximum=MAX_SUPERSEDE_IDS)
     reason = StrictCharField(max_length=1000, strip=True)
+    timestamp = TimestampField(required=False)
 
 
 class DeleteForm(PalaceForm):

@@ -42,6 +42,7 @@ def health() -> dict[str, Any]:
     database = _database()
     embedder, store = _palace()
     parts = {"database": database, "store": store, "embedder": embedder}
+    feeding = _feeding()
     if database["status"] == "ok":
         try:
             from palace import journal as palace_journal
@@ -52,9 +53,18 @@ def health() -> dict[str, Any]:
             journal = {"status": "ok", "pending": counts["pending"], "failed": counts["failed"]}
         except Exception as exc:
             journal = {"status": "error", "error": str(exc)[:300]}
-        return {"status": _overall(parts), "version": __version__, **parts, "journal": journal}
-    return {"status": _overall(parts), "version": __version__, **parts}
+        return {"status": _overall(parts), "version": __version__, **parts, "journal": journal, "feeding": feeding}
+    return {"status": _overall(parts), "version": __version__, **parts, "feeding": feeding}
 
 
 def _overall(parts: dict[str, dict[str, Any]]) -> str:
     return "ok" if all(part["status"] == "ok" for part in parts.values()) else "degraded"
+
+
+def _feeding() -> dict[str, Any]:
+    from palace.feedstatus import feeding_status
+
+    try:
+        return feeding_status()
+    except Exception as exc:  # health must answer even when the database does not
+        return {"error": str(exc)[:300]}

@@ -1,4 +1,4 @@
-"""Prometheus metrics (prometheus-client): HTTP requests by route, tool calls, embedding time, palace size.
+"""Prometheus metrics (prometheus-client): HTTP requests by route, tool calls, embedding time, palace size, feeding.
 
 Only the definitions: the site's middleware counts requests, /metrics (palace.routes.operations) reads the
 palace gauges and renders them.
@@ -12,7 +12,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 # A fixed set of route labels: raw paths would let any client create unbounded series.
-ROUTES = ("/mcp", "/ingest", "/export", "/metrics", "/healthz", "/admin", "/api")
+ROUTES = ("/mcp", "/ingest", "/export", "/metrics", "/healthz", "/admin", "/api", "/feed", "/wake-up")
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
@@ -43,6 +43,21 @@ REDACTIONS = Counter(
     ["rule", "mode"],
 )
 INDEX_BUILDING = Gauge("palazzo_search_index_building", "1 while the store builds its search index, else 0.")
+FEED_SESSIONS = Gauge("palazzo_feed_sessions", "Transcript sessions fed, by harness and device.", ["harness", "device"])
+FEED_EXCHANGES = Gauge(
+    "palazzo_feed_exchanges", "Transcript exchanges fed, by harness and device.", ["harness", "device"]
+)
+FEED_LAST = Gauge(
+    "palazzo_feed_last_fed_timestamp_seconds",
+    "When a transcript was last fed, by harness and device.",
+    ["harness", "device"],
+)
+FEED_FAILING = Gauge(
+    "palazzo_feed_last_error_timestamp_seconds",
+    "When feeding last failed (0: never), by harness and device.",
+    ["harness", "device"],
+)
+FEED_QUEUED = Gauge("palazzo_feed_queued", "Transcripts waiting in the hook spool (failed ones included).")
 
 
 def route_label(path: str) -> str:

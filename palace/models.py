@@ -145,3 +145,47 @@ class AuditPurge(models.Model):
 
     before = models.DateTimeField()
     actor = models.CharField(max_length=200)
+
+
+class FedTranscript(models.Model):
+    """One transcript fed into the palace: where it came from and how its feeding went."""
+
+    harness = models.CharField(max_length=32)
+    device = models.CharField(max_length=64)
+    path = models.CharField(max_length=1024, help_text="The transcript file on its device.")
+    session = models.CharField(max_length=64, blank=True, help_text="The harness session id (a subagent's own).")
+    parent_session = models.CharField(max_length=64, blank=True, help_text="Set for a subagent transcript.")
+    room = models.CharField(max_length=64, blank=True)
+    first_fed_at = models.DateTimeField(auto_now_add=True)
+    last_fed_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    exchanges_fed = models.PositiveIntegerField(default=0, help_text="Exchanges that have a memory.")
+    memories_stored = models.PositiveIntegerField(default=0, help_text="Memories this transcript wrote.")
+    memories_superseded = models.PositiveIntegerField(default=0, help_text="Corrections of exchanges that grew.")
+    last_error = models.TextField(blank=True)
+    last_error_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-last_fed_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["harness", "device", "path"], name="fed_transcript_unique_source")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.harness}@{self.device} {self.path}"
+
+
+class FedExchange(models.Model):
+    """One exchange (or part of one) of a fed transcript and the memory that holds it now."""
+
+    transcript = models.ForeignKey(FedTranscript, on_delete=models.CASCADE, related_name="exchanges")
+    key = models.CharField(max_length=200, help_text="The exchange's stable key in its transcript, #part when split.")
+    part = models.PositiveSmallIntegerField(default=0, help_text="0, or which part of an exchange split past 32 KB.")
+    memory_id = models.BigIntegerField()
+    text_hash = models.CharField(max_length=64)
+    fed_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["transcript", "key"], name="fed_exchange_unique_key")]
+
+    def __str__(self) -> str:
+        return f"{self.key} -> {self.memory_id}"

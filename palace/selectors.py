@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from palace import audit, retrieval, scope
+from palace.feedstatus import feeding_status
 from palace.forms import CheckDuplicateForm, FindForm, GainForm, RecallForm
 from palace.gain import gain_summary
 from palace.memories import public_memory
@@ -197,6 +198,7 @@ def status(*, wings: scope.Wings = None) -> dict[str, Any]:
         "categories": palace.store.facet(key="category", memory_filter=everything),
         "search_index": dataclasses.asdict(palace.store.index_state()),
         "journal": journal_state(),
+        "feeding": feeding_status(),
     }
 
 

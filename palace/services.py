@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -261,6 +262,11 @@ def _total(outcomes: Sequence[dict[str, Any]]) -> dict[str, int]:
     return dict(total)
 
 
+# How far ahead of the current Unix milliseconds a restored id may be: ids start at the clock and a palace
+# allocates one per memory, so an export can run ahead of its clock by its memory count, never by 10**10.
+RESTORE_IDS_AHEAD = 10**10
+
+
 def restore_records(
     *, records: list[dict[str, Any]], skip_duplicates: bool = False, added_by: str = "", wings: scope.Wings = None
 ) -> list[dict[str, Any]]:
@@ -360,6 +366,13 @@ def _restore_problem(
     memory_id = record["id"]
     if memory_id in deleted and memory_id not in held:
         return f"id: {memory_id} belonged to a memory that was deleted; ids are never reused"
+    newest_possible = time.time_ns() // 1_000_000 + RESTORE_IDS_AHEAD
+    if memory_id > newest_possible and memory_id not in held:
+        # A restored id moves the allocator past it: one far ahead of the clock would use up the id space.
+        return (
+            f"id: {memory_id} is ahead of every id a palace can have allocated by now (at most {newest_possible}: "
+            "new ids start at the current Unix milliseconds)"
+        )
     successor = record.get("superseded_by")
     if successor is not None:
         chunk_ids = {other["id"] for other in records}
@@ -388,10 +401,14 @@ def supersede(
     source_file: Any = None,
     expires_at: Any = None,
     ttl_days: Any = None,
+    timestamp: Any = None,
     added_by: str = "",
     wings: scope.Wings = None,
 ) -> dict[str, Any]:
-    """Store a corrected memory and mark each old one superseded (valid_until=now), keeping history."""
+    """Store a corrected memory and mark each old one superseded (valid_until=now), keeping history.
+
+    timestamp (imports, transcript feeding) dates the correction like the memory it corrects; default now.
+    """
     fields = SupersedeForm(
         {
             key: value
@@ -407,6 +424,7 @@ def supersede(
                 "source_file": source_file,
                 "expires_at": expires_at,
                 "ttl_days": ttl_days,
+                "timestamp": timestamp,
             }.items()
             if value is not None
         }
@@ -430,7 +448,8 @@ def _supersede_validated(
     targets = [memory_id for memory_id in old_ids if memory_id in found]
 
     def build(ids: list[int]) -> dict[str, Any]:
-        record = _memory_record(fields, memory_id=ids[0], timestamp=now, added_by=added_by)
+        stamp = format_rfc3339(fields["timestamp"]) if fields.get("timestamp") else now
+        record = _memory_record(fields, memory_id=ids[0], timestamp=stamp, added_by=added_by)
         record.update(valid_from=now, supersedes=targets)
         return {"memories": [record], "supersedes": targets, "reason": fields["reason"], "valid_until": now}
 

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import os
+import re
+import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
+
+from palace.devices import DEVICE_PATTERN
 
 T = TypeVar("T")
 
@@ -56,6 +60,13 @@ class PalazzoEnvironment:
     redaction_mode: str = "enforce"
     redaction_packs: tuple[str, ...] = ("secrets",)
     audit_query_plain: bool = False
+    remote_url: str | None = None
+    remote_token: str | None = None
+    remote_timeout_seconds: float = 10.0
+    device: str = "localhost"
+    feed_wing: str = "projects"
+    feed_hall: str = "events"
+    feed_category: str = "project-memory"
 
 
 def _fail(name: str, value: str, rule: str) -> ConfigurationError:
@@ -149,6 +160,21 @@ def _redaction_packs(name: str, raw: str) -> tuple[str, ...]:
     return packs
 
 
+def _device(name: str, raw: str) -> str:
+    value = raw.strip()
+    if not DEVICE_PATTERN.fullmatch(value):
+        raise _fail(
+            name, raw, "expected 1-64 characters: letters, digits, '.', '_' or '-' (starting with one of the first two)"
+        )
+    return value
+
+
+def default_device() -> str:
+    """This machine's host name, cut to what PALAZZO_DEVICE accepts."""
+    cleaned = re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname()).lstrip("._-")[:64]
+    return cleaned or "localhost"
+
+
 def read_environment(environ: Mapping[str, str] | None = None) -> PalazzoEnvironment:
     """Parse palazzo's variables from the environment, raising on the first bad value."""
     env = os.environ if environ is None else environ
@@ -161,6 +187,21 @@ def read_environment(environ: Mapping[str, str] | None = None) -> PalazzoEnviron
 
     data_dir = get("PALAZZO_DATA_DIR", _path, Path("~/.palazzo").expanduser())
     threads = get("PALAZZO_EMBED_THREADS", _positive_int, 0)
+    defaults: tuple[tuple[str, ...], ...] = (DEFAULT_WINGS, DEFAULT_HALLS, DEFAULT_CATEGORIES)
+    wings, halls, categories = (
+        get(name, _word_list, default)
+        for name, default in zip(("PALAZZO_WINGS", "PALAZZO_HALLS", "PALAZZO_CATEGORIES"), defaults)
+    )
+
+    def vocabulary_value(name: str, default: str, allowed: tuple[str, ...], vocabulary: str) -> str:
+        # Checked only when set: a deployment with its own vocabularies that never feeds must still start.
+        raw = env.get(name)
+        if raw is None or not raw.strip():
+            return default
+        if raw.strip() not in allowed:
+            raise _fail(name, raw, f"expected one of {vocabulary}: {', '.join(allowed)}")
+        return raw.strip()
+
     return PalazzoEnvironment(
         data_dir=data_dir,
         qdrant_url=get("QDRANT_URL", _url, None),
@@ -187,12 +228,19 @@ def read_environment(environ: Mapping[str, str] | None = None) -> PalazzoEnviron
         secret_key=env.get("PALAZZO_SECRET_KEY") or "",
         debug=get("PALAZZO_DEBUG", _boolean, False),
         ingest_max_bytes=get("PALAZZO_INGEST_MAX_BYTES", _positive_int, 256 * 1024 * 1024),
-        categories=get("PALAZZO_CATEGORIES", _word_list, DEFAULT_CATEGORIES),
-        wings=get("PALAZZO_WINGS", _word_list, DEFAULT_WINGS),
-        halls=get("PALAZZO_HALLS", _word_list, DEFAULT_HALLS),
+        categories=categories,
+        wings=wings,
+        halls=halls,
         allow_insecure=get("PALAZZO_ALLOW_INSECURE", _boolean, False),
         index_after=get("PALAZZO_INDEX_AFTER", _count, 5000),
         redaction_mode=get("PALAZZO_REDACTION_MODE", _choice(("enforce", "dry-run", "off")), "enforce"),
         redaction_packs=get("PALAZZO_REDACTION_PACKS", _redaction_packs, ("secrets",)),
         audit_query_plain=get("PALAZZO_AUDIT_QUERY_PLAIN", _boolean, False),
+        remote_url=get("PALAZZO_URL", _url, None),
+        remote_token=(env.get("PALAZZO_TOKEN") or "").strip() or None,
+        remote_timeout_seconds=get("PALAZZO_REMOTE_TIMEOUT", _positive_float, 10.0),
+        device=get("PALAZZO_DEVICE", _device, None) or default_device(),
+        feed_wing=vocabulary_value("PALAZZO_FEED_WING", "projects", wings, "PALAZZO_WINGS"),
+        feed_hall=vocabulary_value("PALAZZO_FEED_HALL", "events", halls, "PALAZZO_HALLS"),
+        feed_category=vocabulary_value("PALAZZO_FEED_CATEGORY", "project-memory", categories, "PALAZZO_CATEGORIES"),
     )

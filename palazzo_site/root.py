@@ -11,7 +11,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcpserver.server import build_server, open_palace
-from palace import runtime
+from palace import feeder, runtime
 from palace.audit import stop_audit_writer
 from palace.errors import PalaceError
 from palace.gain import stop_usage_writer
@@ -98,6 +98,7 @@ class PalazzoApplication:
             await send({"type": "lifespan.startup.complete"})
             while (await receive())["type"] != "lifespan.shutdown":
                 pass
+        await anyio.to_thread.run_sync(feeder.stop_spool_watcher)
         await anyio.to_thread.run_sync(stop_usage_writer)
         await anyio.to_thread.run_sync(stop_audit_writer)
         await anyio.to_thread.run_sync(runtime.close_palace)

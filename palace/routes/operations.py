@@ -51,6 +51,30 @@ class JournalHealth(PartHealth):
     failed: int | None = Field(None, description="Entries refused or unappliable; the admin shows their reasons.")
 
 
+class FeedSourceHealth(Schema):
+    """Transcript feeding from one harness on one device."""
+
+    harness: str
+    device: str
+    sessions: int = Field(description="Sessions (and subagent runs) fed.")
+    exchanges: int = Field(description="Exchanges that have a memory.")
+    memories: int = Field(description="Memories the feeding stored.")
+    last_fed_at: str | None = None
+    last_error: str | None = Field(None, description="The latest failure (transcript: reason).")
+    last_error_at: str | None = None
+
+
+class FeedingHealth(Schema):
+    """Transcript feeding per harness and device, and the hook spool of this server's data dir."""
+
+    sources: list[FeedSourceHealth] | None = None
+    queued: int | None = Field(None, description="Transcripts waiting in the spool.")
+    failed_waiting_for_retry: int | None = Field(None, description="Transcripts retried at the next trigger.")
+    fed_by: str | None = Field(None, description="Who feeds the spool now: server or feeder (a detached process).")
+    remote_error: str | None = Field(None, description="Why the last feed could not reach PALAZZO_URL.")
+    error: str | None = Field(None, description="Why the feeding state could not be read (at most 300 characters).")
+
+
 class HealthReport(Schema):
     """/healthz: each part's state, and ok overall only when every part is."""
 
@@ -60,6 +84,7 @@ class HealthReport(Schema):
     store: StoreHealth
     embedder: EmbedderHealth
     journal: JournalHealth | None = None
+    feeding: FeedingHealth | None = None
 
 
 def render_metrics() -> bytes:
@@ -75,7 +100,24 @@ def render_metrics() -> bytes:
         metrics.MEMORIES.labels("all").set(status["total"])
         metrics.MEMORIES.labels("current").set(status["current"])
         metrics.INDEX_BUILDING.set(1 if status["search_index"]["building"] else 0)
+        _feeding_gauges(status["feeding"])
     return generate_latest()
+
+
+def _seconds(moment: str | None) -> float:
+    from palace.timefmt import parse_rfc3339
+
+    return parse_rfc3339(moment).timestamp() if moment else 0.0
+
+
+def _feeding_gauges(feeding: dict[str, Any]) -> None:
+    for source in feeding["sources"]:
+        labels = (source["harness"], source["device"])
+        metrics.FEED_SESSIONS.labels(*labels).set(source["sessions"])
+        metrics.FEED_EXCHANGES.labels(*labels).set(source["exchanges"])
+        metrics.FEED_LAST.labels(*labels).set(_seconds(source["last_fed_at"]))
+        metrics.FEED_FAILING.labels(*labels).set(_seconds(source["last_error_at"]))
+    metrics.FEED_QUEUED.set(feeding["queued"] + feeding["failed_waiting_for_retry"])
 
 
 @router.get("/healthz", response={200: HealthReport, 503: HealthReport}, exclude_none=True)
@@ -87,5 +129,5 @@ def healthz(request: HttpRequest) -> tuple[int, dict[str, Any]]:
 
 @router.get("/metrics", include_in_schema=False)
 def prometheus_metrics(request: HttpRequest) -> HttpResponse:
-    """Prometheus exposition: requests, tool calls, embedding time, palace size, journal pending."""
+    """Prometheus exposition: requests, tool calls, embedding time, palace size, journal pending, feeding."""
     return HttpResponse(render_metrics(), content_type=metrics.CONTENT_TYPE)

@@ -70,7 +70,9 @@ def test_it_builds_the_index_in_the_background_and_keeps_every_write_made_meanwh
     store.wait_for_index()
 
     [build] = store.index_builds
-    assert build["points"] == INDEXED and build["replayed"] > 0
+    # The build counts what the shard held when it copied it: a write of the loop above can take the write
+    # lock before the build thread does (then it is copied, not replayed).
+    assert INDEXED <= build["points"] < INDEXED + written and build["replayed"] > 0
     assert store.count(memory_filter=MemoryFilter()) == INDEXED + written - 1
     assert [point.payload["room"] for point in store.retrieve([1, 2, 4])] == ["moved", "moved", "r"]
     assert store.retrieve([3]) == []

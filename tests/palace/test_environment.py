@@ -67,12 +67,44 @@ def test_it_reads_every_variable() -> None:
         ("PALAZZO_QDRANT_TIMEOUT", "-1", "> 0"),
         ("PALAZZO_INDEX_AFTER", "-5", "0 or more"),
         ("PALAZZO_INDEX_AFTER", "lots", "0 or more"),
+        ("PALAZZO_URL", "palace.example:6334", "http://"),
+        ("PALAZZO_DEVICE", "my laptop", "letters, digits"),
+        ("PALAZZO_DEVICE", "a@b", "letters, digits"),
+        ("PALAZZO_FEED_WING", "attic", "PALAZZO_WINGS"),
+        ("PALAZZO_FEED_HALL", "attic", "PALAZZO_HALLS"),
+        ("PALAZZO_FEED_CATEGORY", "attic", "PALAZZO_CATEGORIES"),
+        ("PALAZZO_REMOTE_TIMEOUT", "0", "> 0"),
     ],
 )
 def test_it_fails_loudly_naming_the_variable(name: str, value: str, rule: str) -> None:
     with pytest.raises(ConfigurationError) as caught:
         read_environment({name: value})
     assert name in str(caught.value) and rule in str(caught.value)
+
+
+def test_it_files_fed_transcripts_by_configurable_defaults_and_names_the_device() -> None:
+    defaults = read_environment({})
+    assert (defaults.feed_wing, defaults.feed_hall, defaults.feed_category) == ("projects", "events", "project-memory")
+    assert defaults.device and defaults.remote_url is None and defaults.remote_token is None
+    env = read_environment(
+        {
+            "PALAZZO_WINGS": "home,work",
+            "PALAZZO_FEED_WING": "work",
+            "PALAZZO_FEED_HALL": "facts",
+            "PALAZZO_DEVICE": "ada-laptop.local",
+            "PALAZZO_URL": "https://palace.example/",
+            "PALAZZO_TOKEN": " pz_secret ",
+            "PALAZZO_REMOTE_TIMEOUT": "2.5",
+        }
+    )
+    assert (env.feed_wing, env.feed_hall, env.device) == ("work", "facts", "ada-laptop.local")
+    assert (env.remote_url, env.remote_token, env.remote_timeout_seconds) == (
+        "https://palace.example",
+        "pz_secret",
+        2.5,
+    )
+    # A deployment with its own wings that never feeds still starts (the default is checked when feeding).
+    assert read_environment({"PALAZZO_WINGS": "home,work"}).feed_wing == "projects"
 
 
 def test_it_refuses_to_start_django_with_a_bad_value(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,18 @@ def test_it_refuses_a_restore_id_near_the_top_of_int64_and_keeps_allocating_new_
 def test_it_refuses_id_2_to_the_63_minus_1_without_an_overflow(palace: Palace) -> None:
     results = ingest_lines([restore_line(2**63 - 1, "the largest int64")])
     assert results[0]["status"] == "failed" and str(MAX_MEMORY_ID) in results[0]["error"]
+
+
+def test_it_refuses_a_restore_id_far_ahead_of_the_clock_so_the_id_space_stays_usable(palace: Palace) -> None:
+    ahead = time.time_ns() // 1_000_000 + services.RESTORE_IDS_AHEAD
+    results = ingest_lines(
+        [restore_line(MAX_MEMORY_ID - 1, "would leave one id"), restore_line(ahead - 1000, "close enough to now")]
+    )
+    assert results[0]["status"] == "failed" and "ahead" in results[0]["error"]
+    assert results[1]["status"] == "stored"
+    after = services.store(**memory("a new write still gets an id"))
+    assert after["id"] > ahead - 1000
+    assert_verified()
 
 
 def test_it_refuses_to_allocate_from_a_counter_that_overflowed(palace: Palace) -> None:

@@ -53,7 +53,7 @@ drop_triggers = _run({"sqlite": SQLITE_DOWN, "postgresql": POSTGRESQL_DOWN})
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("palace", "0003_api_tokens"),
+        ("palace", "0004_i15_feed_state"),
     ]
 
     operations = [

@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("palace", "0004_i16_audit"),
+        ("palace", "0005_i16_audit"),
     ]
 
     operations = [

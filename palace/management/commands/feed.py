@@ -1,0 +1,165 @@
+"""`palazzo feed [--harness H] [--dry-run] [--json] [PATH ...]`: feed harness transcripts into the palace.
+
+Files or directories (default: every Claude Code session under $CLAUDE_CONFIG_DIR/projects or
+~/.claude/projects). An explicit feed treats each session as ended: an exchange still waiting for its
+reply is fed too (and superseded when the reply comes). `--spool` drains the hook spool instead
+(what a hook starts, detached, when no server holds the palace).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from tqdm import tqdm
+
+from palace import feeder, spool
+from palace.errors import PalaceError, StoreLocked
+from palace.feeding import Destination, FeedReport
+from palace.management.database import prepare_database
+from palace.transcripts import HARNESSES, TranscriptError, default_roots, discover
+
+
+def describe(report: FeedReport) -> str:
+    """One line per session."""
+    totals = report.totals()
+    counts = (
+        f"{totals['stored']} stored, {totals['superseded']} superseded, {totals['unchanged']} unchanged, "
+        f"{totals['duplicates']} duplicates"
+    )
+    if totals["failed"]:
+        counts += f", {totals['failed']} failed"
+    extra = f" (+{len(report.subagents)} subagents)" if report.subagents else ""
+    reason = f": {report.reason}" if report.reason else ""
+    return f"{report.status} {report.path} [session {report.session}, room {report.room}]{extra}: {counts}{reason}"
+
+
+class Command(BaseCommand):
+    help = "Feed harness transcripts (files or directories; default: every Claude Code session) into the palace."
+    requires_system_checks: list[str] = []
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("paths", nargs="*", help="transcript files or directories")
+        parser.add_argument("--harness", choices=HARNESSES, help="the format (default: detected per file)")
+        parser.add_argument("--dry-run", action="store_true", help="show what would be stored; write nothing")
+        parser.add_argument("--json", action="store_true", help="one JSON line per session, then a done line")
+        parser.add_argument("--spool", action="store_true", help="drain the hook spool (what hooks start)")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        env = settings.PALAZZO
+        if options["spool"]:
+            self._drain_spool()
+            return
+        roots = [Path(path).expanduser() for path in options["paths"]] or [default_roots()["claude-code"]]
+        try:
+            found = list(discover(roots, options["harness"]))
+        except TranscriptError as exc:
+            raise CommandError(str(exc)) from None
+        if not found:
+            self.stderr.write(f"feed: no transcripts under {', '.join(map(str, roots))}")
+            return
+        if env.remote_url:  # fail-closed: never the local palace
+            from palace import feedclient
+
+            try:
+                reports = feedclient.feed_remote(found, dry_run=options["dry_run"], progress=self._progress(len(found)))
+            except feedclient.RemoteUnavailable as exc:
+                raise CommandError(str(exc)) from None
+            self._print(reports, options, shown=False)
+            return
+        prepare_database()
+        try:
+            reports = self._feed_here(found, options)
+        except StoreLocked as exc:
+            holder = spool.live_holder(env.data_dir)
+            if holder is None or holder.get("role") != "server":
+                raise CommandError(f"{exc}", returncode=2) from None
+            for harness, path in found:
+                spool.enqueue(env.data_dir, spool.Job(harness=harness, path=str(path), event="feed", final=True))
+            self.stderr.write(
+                f"feed: the palace is held by {holder.get('command')} (pid {holder.get('pid')}); queued "
+                f"{len(found)} transcripts for it to feed (see `palazzo status`)"
+            )
+            return
+        if not options["dry_run"]:
+            from palace import wakeup
+
+            wakeup.refresh_snapshots(env.data_dir)  # SessionStart hooks read these
+        self._print(reports, options, shown=True)
+
+    def _progress(self, total: int) -> Any:
+        return tqdm(total=total, unit="session", file=sys.stderr, disable=not sys.stderr.isatty())
+
+    def _feed_here(self, found: list[tuple[str, Path]], options: dict[str, Any]) -> list[FeedReport]:
+        from palace import feeding
+        from palace.transcripts import parse_transcript
+
+        reports = []
+        with self._progress(len(found)) as bar:
+            for harness, path in found:
+                destination = Destination.configured(harness=harness)
+                try:
+                    transcript = parse_transcript(path, harness)
+                except (TranscriptError, OSError) as exc:
+                    reports.append(
+                        FeedReport(
+                            harness=harness, path=str(path), session=None, room="", status="failed", reason=str(exc)
+                        )
+                    )
+                    bar.update(1)
+                    continue
+                try:
+                    report = feeding.feed_transcript(
+                        transcript=transcript, destination=destination, final=True, dry_run=options["dry_run"]
+                    )
+                except StoreLocked:
+                    raise
+                except PalaceError as exc:
+                    report = FeedReport(
+                        harness=harness, path=str(path), session=None, room="", status="failed", reason=str(exc)
+                    )
+                reports.append(report)
+                if not options["json"]:
+                    bar.write(describe(report), file=sys.stdout)
+                bar.update(1)
+        return reports
+
+    def _print(self, reports: list[FeedReport], options: dict[str, Any], *, shown: bool) -> None:
+        totals: Counter[str] = Counter()
+        for report in reports:
+            totals.update(report.totals())
+            if options["json"]:
+                self.stdout.write(json.dumps(report.as_dict(), ensure_ascii=False))
+            elif not shown:
+                self.stdout.write(describe(report))
+        statuses = Counter(report.status for report in reports)
+        if options["json"]:
+            self.stdout.write(
+                json.dumps({"done": True, "sessions": len(reports), "statuses": statuses, "totals": totals})
+            )
+        self.stderr.write(
+            f"feed: {len(reports)} sessions ({', '.join(f'{count} {status}' for status, count in statuses.items())}); "
+            f"{totals['stored']} memories stored, {totals['superseded']} superseded, {totals['unchanged']} unchanged"
+        )
+        if statuses["failed"]:
+            raise SystemExit(1)
+
+    def _drain_spool(self) -> None:
+        env = settings.PALAZZO
+        started = time.monotonic()
+        if env.remote_url:
+            from palace import feedclient
+
+            reports = feedclient.drain_remote(env.data_dir)
+        else:
+            prepare_database()
+            reports = feeder.run_detached_feeder(env.data_dir)
+        for report in reports:
+            self.stderr.write(f"feed --spool: {describe(report)}")
+        self.stderr.write(f"feed --spool: {len(reports)} transcripts in {time.monotonic() - started:.1f} s")

@@ -1,0 +1,44 @@
+"""Feeding never fails silently: status, /healthz and /metrics show it per harness and device."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from palace import feeding, health, selectors, spool
+from palace.feeding import Destination
+from palace.routes.operations import HealthReport, render_metrics
+from palace.runtime import Palace
+from palace.transcripts import parse_transcript
+from tests.palace.sessions import claude_session, write_session
+
+
+def test_it_reports_the_last_feed_sessions_exchanges_and_last_error_per_harness_and_device(
+    palace: Palace, palace_env: Path, tmp_path: Path
+) -> None:
+    turns = [("Which escapement?", "A verge escapement."), ("Why?", "It tolerates a poor pendulum.")]
+    path = write_session(tmp_path / "a.jsonl", claude_session("session-a", "/src/clock", turns))
+    feeding.feed_transcript(
+        transcript=parse_transcript(path),
+        destination=Destination.configured(harness="claude-code", device="laptop"),
+        final=True,
+    )
+    feeding.record_failure(harness="pi", device="desk", path=tmp_path / "gone.jsonl", error="no such file")
+    spool.enqueue(palace_env, spool.Job(harness="claude-code", path=str(path)))
+    status = selectors.status()["feeding"]
+    by_source = {(source["harness"], source["device"]): source for source in status["sources"]}
+    laptop = by_source[("claude-code", "laptop")]
+    assert (laptop["sessions"], laptop["exchanges"], laptop["memories"], laptop["last_error"]) == (1, 2, 2, None)
+    assert laptop["last_fed_at"] is not None
+    desk = by_source[("pi", "desk")]
+    assert desk["exchanges"] == 0 and desk["last_error"].endswith("gone.jsonl: no such file") and desk["last_error_at"]
+    assert status["queued"] == 1 and status["fed_by"] is None
+    assert health.health()["feeding"]["sources"] == status["sources"]
+    # /healthz answers through its schema (nulls left out): feeding must survive it.
+    report = HealthReport.model_validate(health.health()).model_dump(exclude_none=True)
+    shown = [{key: value for key, value in source.items() if value is not None} for source in status["sources"]]
+    assert report["feeding"]["sources"] == shown and shown[1]["last_error"] == desk["last_error"]
+    assert (report["feeding"]["queued"], report["feeding"]["failed_waiting_for_retry"]) == (1, 0)
+    exposition = render_metrics().decode()
+    assert 'palazzo_feed_exchanges{device="laptop",harness="claude-code"} 2.0' in exposition
+    assert 'palazzo_feed_sessions{device="desk",harness="pi"} 0.0' in exposition
+    assert "palazzo_feed_queued 1.0" in exposition
