@@ -22,8 +22,13 @@ def test_it_keeps_a_wing_scoped_token_inside_its_wings(tmp_path: Path) -> None:
     created = manage(data_dir, "token", "create", "ci", "--wings", "projects,infrastructure")
     assert created.returncode == 0, created.stderr
     scoped = created.stdout.strip()
+    ops = manage(data_dir, "token", "create", "ops", "--wings", "infrastructure").stdout.strip()
     listing = json.loads(manage(data_dir, "token", "list", "--json").stdout)
-    assert {row["name"]: row["wings"] for row in listing} == {"admin": [], "ci": ["projects", "infrastructure"]}
+    assert {row["name"]: row["wings"] for row in listing} == {
+        "admin": [],
+        "ci": ["projects", "infrastructure"],
+        "ops": ["infrastructure"],
+    }
     refused = manage(data_dir, "token", "create", "bad", "--wings", "attic")
     assert refused.returncode != 0 and "'attic' is not a wing" in refused.stderr
 
@@ -49,6 +54,14 @@ def test_it_keeps_a_wing_scoped_token_inside_its_wings(tmp_path: Path) -> None:
             headers=headers | {"Content-Type": "application/x-ndjson"},
             timeout=60,
         )
+        hook_context = httpx.get(base_url + "/wake-up", headers=headers, timeout=60).json()["context"]
+        # Fed memories go to PALAZZO_FEED_WING (projects): a token without that wing may not feed.
+        fed = httpx.post(
+            base_url + "/feed",
+            json={"harness": "claude-code", "device": "laptop", "transcript": {}},
+            headers={"Authorization": f"Bearer {ops}"},
+            timeout=60,
+        )
         with token_client(base_url + "/mcp", admin) as client:
             everything = client.ok("palace_status")
 
@@ -63,4 +76,6 @@ def test_it_keeps_a_wing_scoped_token_inside_its_wings(tmp_path: Path) -> None:
     assert wake_up["status"]["total"] == 2
     assert sorted(json.loads(line)["id"] for line in exported.splitlines()) == sorted([project["id"], stored["id"]])
     assert "outside this token's wings" in posted.text
+    assert "the project password rotates monthly" in hook_context and "diary" not in hook_context
+    assert fed.status_code == 403 and "outside this token's wings (infrastructure)" in fed.json()["error"]
     assert everything["total"] == 3 and everything["wings"]["personal"] == 1  # the personal memory survived

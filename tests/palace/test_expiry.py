@@ -157,3 +157,25 @@ def test_it_restores_a_recalled_memory_dropping_its_expired_flag_but_refuses_a_n
     assert report.results[0]["status"] == "failed" and report.results[0]["error"].startswith("expired:")
     assert report.results[1]["status"] == "stored"
     assert selectors.recall(ids=[stored["id"]])["memories"][0]["expires_at"] == stored["expires_at"]
+
+
+def test_it_leaves_expired_memories_out_of_the_hook_wake_up_context_and_audits_its_http_read(palace: Palace) -> None:
+    from palace import audit, wakeup
+    from palace.models import AuditRecord
+
+    gone = restored("the retired deploy key lives in vault-old", 1_800_000_100, PAST)
+    kept = services.store(**memory("the deploy key lives in vault-new", room="deploy"))
+
+    for room in (None, "deploy"):
+        shown = wakeup.context(room, actor="token:laptop")["context"]
+        assert "vault-new" in shown and "vault-old" not in shown
+        assert "1 current memories" in shown.splitlines()[0]
+    audit.flush_audit()
+    records = list(AuditRecord.objects.filter(operation="wake_up_http").order_by("id"))
+    assert [(r.actor, r.filters, r.result_ids) for r in records] == [
+        ("token:laptop", {}, [kept["id"]]),
+        ("token:laptop", {"room": "deploy"}, [kept["id"]]),
+    ]
+    wakeup.context(None)  # the snapshot writer's read: not a caller's, not audited
+    assert AuditRecord.objects.filter(operation="wake_up_http").count() == 2
+    assert gone["id"] not in records[0].result_ids
