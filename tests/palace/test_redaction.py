@@ -306,3 +306,25 @@ def test_it_redacts_error_messages_that_quote_a_refused_value(palace: Palace) ->
 
     assert batch["items"][1]["status"] == "failed" and "[REDACTED:aws_access_key]" in batch["items"][1]["error"]
     assert AWS_KEY not in json.dumps(batch) + json.dumps(report.results)
+
+
+def test_it_redacts_fed_transcripts_and_feeds_them_once(palace: Palace, tmp_path: Path) -> None:
+    from palace import feeding
+    from palace.feeding import Destination
+    from palace.transcripts import parse_transcript
+    from tests.palace.sessions import claude_session, write_session
+
+    session = "5d1f3a0e-7c2b-4e9a-9f10-2b3c4d5e6f70"
+    path = write_session(
+        tmp_path / f"{session}.jsonl",
+        claude_session(session, "/home/ada/code/orrery", [(f"Use {AWS_KEY} for the bucket", "Noted.")]),
+    )
+    destination = Destination.configured(harness="claude-code", device="laptop")
+
+    first = feeding.feed_transcript(transcript=parse_transcript(path), destination=destination, final=True)
+    again = feeding.feed_transcript(transcript=parse_transcript(path), destination=destination, final=True)
+
+    assert (first.stored, again.stored, again.superseded) == (1, 0, 0)
+    texts = [m["text"] for m in selectors.recent(count=5)]
+    assert texts == ["User: Use [REDACTED:aws_access_key] for the bucket\n\nAssistant: Noted."]
+    assert AWS_KEY not in json.dumps([entry.payload for entry in JournalEntry.objects.all()])
