@@ -46,10 +46,10 @@ typecheck: setup
 unit: setup
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
-# The journal (services) and token tests again on PostgreSQL (started by `make services`).
+# The journal (services), token and audit (triggers) tests again on PostgreSQL (started by `make services`).
 unit-postgres: setup
 	DATABASE_URL="$$(cat .tools/pg-url)" $(BIN)/python -m pytest -q -p no:cacheprovider \
-		tests/palace/test_services.py tests/palace/test_tokens.py
+		tests/palace/test_services.py tests/palace/test_tokens.py tests/palace/test_audit.py
 
 conformance: setup
 	bash scripts/conformance.sh

@@ -14,6 +14,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -173,7 +174,8 @@ def main() -> None:
                 f"filled {size} at {size / fill:.0f} memories/s; {len(builds)} background index builds so far, "
                 f"last took {builds[-1]['seconds'] if builds else 0:.1f} s; waited {time.perf_counter() - waited:.1f} s"
             )
-        for variant, extra in (("plain", {}), ("filtered room", {"room": "beta"})):
+        variants: tuple[tuple[str, dict[str, Any]], ...] = (("plain", {}), ("filtered room", {"room": "beta"}))
+        for variant, extra in variants:
             latencies = []
             for query in queries:
                 started = time.perf_counter()

@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -28,7 +29,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from bench_core import make_texts, setup_throwaway_palace  # noqa: E402
 
 
-def items(texts: list[str]) -> list[dict[str, str]]:
+def items(texts: list[str]) -> list[dict[str, Any]]:
     """Memory items for texts."""
     return [
         {"text": text, "category": "technical", "wing": "projects", "room": f"room-{i % 8}", "hall": "facts"}

@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.bench_core import make_texts, percentile  # noqa: E402  (stdlib only: runs under any client venv)
 
-SCHEMA = {"category": "technical", "wing": "projects", "room": "bench", "hall": "facts"}
+SCHEMA: dict[str, Any] = {"category": "technical", "wing": "projects", "room": "bench", "hall": "facts"}
 CLIENTS = ("raw", "sdk2", "sdk1")
 DEFAULT_SDK1_PYTHON = "/tmp/sbs/client_venv/bin/python"
 

@@ -113,6 +113,16 @@ def _inline_single_use(schema: dict[str, Any]) -> dict[str, Any]:
         schema = replace(schema)
 
 
+REDACTIONS_DESCRIPTION = (
+    "Redaction rule -> matches in what this call wrote (replaced by [REDACTED:<rule>]; in dry-run mode only "
+    "counted). Never the matched text."
+)
+
+
+def _redactions() -> Any:
+    return Field(default_factory=dict, description=REDACTIONS_DESCRIPTION)
+
+
 class Memory(BaseModel):
     """One memory as the palace returns it; unset fields are null."""
 
@@ -131,6 +141,8 @@ class Memory(BaseModel):
     superseded_reason: str | None = None
     supersedes: list[int] | None = Field(None, description="Ids this memory replaced.")
     added_by: str | None = Field(None, description="The MCP client that wrote it (name/version).")
+    expires_at: str | None = Field(None, description="When it expires (RFC3339 UTC); null = never.")
+    expired: bool | None = Field(None, description="palace_recall: true when expires_at has passed (hidden from find).")
     score: float | None = Field(None, description="Similarity score (search results only).")
 
 
@@ -147,6 +159,7 @@ class StoreResult(Memory):
 
     duplicate: bool = Field(description="True when nothing was written and the existing memory is returned.")
     duplicate_of: int | None = Field(None, description="The existing memory's id when duplicate is true.")
+    redactions: dict[str, int] = _redactions()
 
 
 class BatchItem(BaseModel):
@@ -157,6 +170,7 @@ class BatchItem(BaseModel):
     memory: Memory | None = None
     duplicate_of: int | None = None
     error: str | None = None
+    redactions: dict[str, int] = _redactions()
 
 
 class BatchCounts(BaseModel):
@@ -171,6 +185,7 @@ class BatchResult(BaseModel):
 
     items: list[BatchItem]
     counts: BatchCounts
+    redactions: dict[str, int] = _redactions()
 
 
 class FindResult(BaseModel):
@@ -275,6 +290,7 @@ class SupersedeResult(BaseModel):
     memory: Memory
     reason: str
     marked: list[SupersedeMark]
+    redactions: dict[str, int] = _redactions()
 
 
 class DeleteOutcome(BaseModel):

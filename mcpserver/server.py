@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import gc
 import json
@@ -29,8 +30,9 @@ from pydantic import BaseModel, ConfigDict
 
 from mcpserver import models
 from mcpserver.schemas import PalazzoEnvironment
-from mcpserver.tools import TOOLS, ToolSpec
+from mcpserver.tools import TOOLS, Caller, ToolSpec
 from palace import __version__, auth, metrics
+from palace.audit import start_audit_writer
 from palace.errors import InvalidInput, PalaceError
 from palace.forms import shown_name, writer_stamp
 from palace.gain import record_usage, start_usage_writer
@@ -134,6 +136,7 @@ def open_palace(*, prepare_database: bool = False) -> None:
     finally:
         connection.close()
     start_usage_writer()
+    start_audit_writer()
     feeder.start_spool_watcher()  # this process holds the palace now: it feeds what hooks queue
     # Everything loaded so far (Django, the SDK, the model's Python side) lives as long as the
     # process; frozen, the cyclic collector stops re-scanning it: its full collections had paused
@@ -232,10 +235,12 @@ def _tool(spec: ToolSpec, env: PalazzoEnvironment, warmup: PalaceWarmup) -> Tool
         if refusal:
             return CallToolResult(content=[TextContent(type="text", text=refusal)], is_error=True)
         # The bearer token's identity, when there is one, over the name the client declares.
-        added_by = auth.writer(http_request, client_identity(ctx))  # stamped on writes and usage; reads ignore it
+        added_by = auth.writer(http_request, client_identity(ctx))  # stamped on writes and usage, the audit's actor
+
+        caller = Caller(added_by=added_by, wings=auth.token_wings(http_request))
 
         def work() -> dict[str, Any]:
-            return spec.call(_parse_arguments(spec, schema, arguments), added_by)
+            return spec.call(_parse_arguments(spec, schema, arguments), caller)
 
         outcome = await anyio.to_thread.run_sync(
             functools.partial(
@@ -269,23 +274,56 @@ def _tool(spec: ToolSpec, env: PalazzoEnvironment, warmup: PalaceWarmup) -> Tool
     )
 
 
-def _wake_up_data() -> dict[str, Any]:
+def _wake_up_data(caller: Caller, operation: str) -> dict[str, Any]:
     from palace import selectors
 
-    return selectors.wake_up(count=settings.PALAZZO.wake_up_count)
+    return selectors.wake_up(
+        count=settings.PALAZZO.wake_up_count, actor=caller.added_by, operation=operation, wings=caller.wings
+    )
 
 
-async def _wake_up(tool: str, warmup: PalaceWarmup) -> Outcome:
+async def _wake_up(tool: str, warmup: PalaceWarmup, caller: Caller) -> Outcome:
+    operation = "wake_up_prompt" if tool.startswith("prompt:") else "wake_up_resource"
     return await anyio.to_thread.run_sync(
         functools.partial(
             run_recorded,
             operation="wake_up",
             tool=tool,
-            work=_wake_up_data,
+            work=functools.partial(_wake_up_data, caller, operation),
             output_model=models.WakeUp,
             warmup=warmup,
+            added_by=caller.added_by,
         )
     )
+
+
+def _caller(ctx: Context[Any] | None) -> Caller:
+    """Who makes a request: its token (and the token's wings), else the client's declared name."""
+    if ctx is None:
+        return Caller(added_by="unknown-client")
+    try:
+        request = ctx.request_context.request
+    except ValueError:  # outside a request
+        return Caller(added_by="unknown-client")
+    return Caller(added_by=auth.writer(request, client_identity(ctx)), wings=auth.token_wings(request))
+
+
+# The reader of the wake-up resource: resource functions get no Context, so PalazzoServer.read_resource
+# (which has it) puts the caller here for the one call.
+_resource_reader: contextvars.ContextVar[Caller | None] = contextvars.ContextVar(
+    "palazzo_resource_reader", default=None
+)
+
+
+class PalazzoServer(MCPServer[Any]):
+    """MCPServer that tells resource functions who is reading."""
+
+    async def read_resource(self, uri: Any, context: Context[Any, Any] | None = None) -> Any:
+        token = _resource_reader.set(_caller(context))
+        try:
+            return await super().read_resource(uri, context)
+        finally:
+            _resource_reader.reset(token)
 
 
 def build_server(*, env: PalazzoEnvironment | None = None, warm_up_in_background: bool = False) -> MCPServer[Any]:
@@ -300,7 +338,7 @@ def build_server(*, env: PalazzoEnvironment | None = None, warm_up_in_background
         yield {}
 
     specs = [spec for spec in TOOLS if spec.read_only or not env.read_only]
-    server: MCPServer[Any] = MCPServer(
+    server: MCPServer[Any] = PalazzoServer(
         name="palazzo",
         title="palazzo memory palace",
         version=__version__,
@@ -310,8 +348,8 @@ def build_server(*, env: PalazzoEnvironment | None = None, warm_up_in_background
         lifespan=lifespan,
     )
 
-    async def wake_up() -> str:
-        outcome = await _wake_up("prompt:wake_up", warmup)
+    async def wake_up(ctx: Context[Any]) -> str:
+        outcome = await _wake_up("prompt:wake_up", warmup, _caller(ctx))
         if not outcome.ok:
             raise ValueError(outcome.text)
         return (
@@ -333,7 +371,7 @@ def build_server(*, env: PalazzoEnvironment | None = None, warm_up_in_background
     )
 
     async def wake_up_resource() -> str:
-        outcome = await _wake_up(f"resource:{WAKE_UP_URI}", warmup)
+        outcome = await _wake_up(f"resource:{WAKE_UP_URI}", warmup, _resource_reader.get() or _caller(None))
         if not outcome.ok:
             raise ResourceError(outcome.text)
         return outcome.text

@@ -7,6 +7,7 @@ import logging
 import anyio
 
 from mcpserver.server import build_server
+from palace.audit import stop_audit_writer
 from palace.gain import stop_usage_writer
 
 logger = logging.getLogger(__name__)
@@ -28,3 +29,4 @@ def run_stdio() -> None:
 
         stop_spool_watcher()
         stop_usage_writer()
+        stop_audit_writer()

@@ -13,12 +13,20 @@ from pydantic import BaseModel
 from mcpserver import models, schemas
 from mcpserver.schemas import PalazzoEnvironment
 
-Call = Callable[[dict[str, Any], str], dict[str, Any]]
+Call = Callable[[dict[str, Any], "Caller"], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who calls a tool: the added_by stamp (and audit actor), and the wings its token is limited to."""
+
+    added_by: str
+    wings: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
 class ToolSpec:
-    """One MCP tool; `call(arguments, added_by)` makes its single palace call."""
+    """One MCP tool; `call(arguments, caller)` makes its single palace call."""
 
     name: str
     operation: str
@@ -58,19 +66,33 @@ def _palace_function(module: str, name: str) -> Callable[..., dict[str, Any]]:
     return function
 
 
-def _store(arguments: dict[str, Any], added_by: str) -> dict[str, Any]:
-    memory = _palace_function("services", "store")(**arguments, added_by=added_by)
+def _store(arguments: dict[str, Any], caller: Caller) -> dict[str, Any]:
+    memory = _palace_function("services", "store")(**arguments, added_by=caller.added_by, wings=caller.wings)
     return memory | {"duplicate_of": memory["id"] if memory["duplicate"] else None}
 
 
 def _writer(name: str) -> Call:
-    """A palace.services write, stamped with the client's identity."""
-    return lambda arguments, added_by: _palace_function("services", name)(**arguments, added_by=added_by)
+    """A palace.services write, stamped with the client's identity, inside its token's wings."""
+    return lambda arguments, caller: _palace_function("services", name)(
+        **arguments, added_by=caller.added_by, wings=caller.wings
+    )
 
 
 def _reader(name: str) -> Call:
-    """A palace.selectors read."""
-    return lambda arguments, _added_by: _palace_function("selectors", name)(**arguments)
+    """A palace.selectors read that does not touch memories."""
+    return lambda arguments, _caller: _palace_function("selectors", name)(**arguments)
+
+
+def _scoped_reader(name: str) -> Call:
+    """A palace.selectors read of counts, inside the token's wings."""
+    return lambda arguments, caller: _palace_function("selectors", name)(**arguments, wings=caller.wings)
+
+
+def _audited_reader(name: str) -> Call:
+    """A palace.selectors read of memories, inside the token's wings, audited under the caller's identity."""
+    return lambda arguments, caller: _palace_function("selectors", name)(
+        **arguments, actor=caller.added_by, wings=caller.wings
+    )
 
 
 TOOLS: tuple[ToolSpec, ...] = (
@@ -115,7 +137,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         ),
         input_schema=schemas.find,
         output_model=models.FindResult,
-        call=_reader("find"),
+        call=_audited_reader("find"),
         read_only=True,
     ),
     ToolSpec(
@@ -128,7 +150,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         ),
         input_schema=schemas.browse,
         output_model=models.BrowseResult,
-        call=_reader("browse"),
+        call=_audited_reader("browse"),
         read_only=True,
     ),
     ToolSpec(
@@ -142,7 +164,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         ),
         input_schema=schemas.recall,
         output_model=models.RecallResult,
-        call=_reader("recall"),
+        call=_audited_reader("recall"),
         read_only=True,
     ),
     ToolSpec(
@@ -151,12 +173,12 @@ TOOLS: tuple[ToolSpec, ...] = (
         title="Palace status",
         description=(
             "Overview, at session start and before choosing a room: memory counts total and current "
-            "(not superseded), per wing, room (200 largest; room_count counts all), hall and category; "
+            "(not superseded or expired), per wing, room (200 largest; room_count counts all), hall and category; "
             "whether the search index is building (finds stay correct); journal writes pending or failed."
         ),
         input_schema=schemas.no_arguments,
         output_model=models.StatusResult,
-        call=_reader("status"),
+        call=_scoped_reader("status"),
         read_only=True,
     ),
     ToolSpec(
@@ -172,7 +194,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         ),
         input_schema=schemas.check_duplicate,
         output_model=models.DuplicateCheck,
-        call=_reader("check_duplicate"),
+        call=_audited_reader("check_duplicate"),
         read_only=True,
     ),
     ToolSpec(

@@ -14,9 +14,9 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 
-from palace import tokens
+from palace import audit, tokens
 from palace.errors import PalaceError
-from palace.models import ApiToken, JournalEntry, PalaceOverview, UsageEvent
+from palace.models import ApiToken, AuditRecord, JournalEntry, PalaceOverview, UsageEvent
 
 # Installed from the npm registry by `make setup` (package.json / package-lock.json), never committed.
 CHART_JS = Path(settings.BASE_DIR) / "node_modules" / "chart.js" / "dist" / "chart.umd.min.js"
@@ -33,6 +33,10 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+def _admin_actor(request: HttpRequest) -> str:
+    return f"admin:{request.user.get_username()}"
 
 
 def _memory_links(ids: list[int]) -> str:
@@ -58,6 +62,19 @@ class JournalEntryAdmin(ReadOnlyAdmin):
     def memories(self, entry: JournalEntry) -> str:
         return _memory_links([int(i) for i in entry.memory_ids])
 
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        """A journal entry's page shows the full records it wrote or removed: a read, audited."""
+        response = super().change_view(request, object_id, form_url, extra_context)
+        entry = self.get_object(request, object_id)
+        if entry is not None and response.status_code == 200:
+            ids = [int(i) for i in entry.memory_ids]
+            audit.record_read(
+                operation="admin_journal", actor=_admin_actor(request), filters={"entry": entry.pk}, result_ids=ids
+            )
+        return response
+
     def get_urls(self) -> list[URLPattern]:
         memory = path("memory/<int:memory_id>/", self.admin_site.admin_view(self.memory_view), name="palace_memory")
         return [memory, *super().get_urls()]
@@ -69,7 +86,7 @@ class JournalEntryAdmin(ReadOnlyAdmin):
         try:
             from palace import selectors  # the store bindings load on first use, not at Django start-up
 
-            found = selectors.recall(ids=[memory_id])
+            found = selectors.recall(ids=[memory_id], actor=_admin_actor(request), operation="admin_memory")
             error = ""
         except PalaceError as exc:
             found, error = {"memories": [], "missing": [memory_id]}, str(exc)
@@ -107,6 +124,16 @@ class UsageEventAdmin(ReadOnlyAdmin):
     date_hierarchy = "created_at"
 
 
+@admin.register(AuditRecord)
+class AuditRecordAdmin(ReadOnlyAdmin):
+    """The read audit: who read which memories, when (append-only; purged only by `manage.py audit purge`)."""
+
+    list_display = ("id", "created_at", "actor", "operation", "result_count", "degraded", "query_length")
+    list_filter = ("operation", "actor", "degraded", "created_at")
+    search_fields = ("actor", "operation", "query_sha256", "result_ids")
+    date_hierarchy = "created_at"
+
+
 @admin.register(PalaceOverview)
 class PalaceOverviewAdmin(ReadOnlyAdmin):
     """The palace overview page (counts, newest memories, a chart of tokens saved per day)."""
@@ -127,7 +154,7 @@ class PalaceOverviewAdmin(ReadOnlyAdmin):
         try:
             from palace import overview  # the store bindings load on first use, not at Django start-up
 
-            data = overview.overview()
+            data = overview.overview(actor=_admin_actor(request))
             error = ""
         except PalaceError as exc:
             data, error = {}, str(exc)
@@ -166,7 +193,7 @@ class ApiTokenForm(forms.ModelForm):
 class ApiTokenAdmin(admin.ModelAdmin):
     """API tokens: created here or with `manage.py token`; the secret is shown once; revoke, never edit."""
 
-    list_display = ("name", "owner", "scope", "created_at", "last_used_at", "revoked_at")
+    list_display = ("name", "owner", "scope", "wings", "created_at", "last_used_at", "revoked_at")
     list_filter = ("scope", "revoked_at")
     search_fields = ("name", "owner")
     form = ApiTokenForm

@@ -88,6 +88,12 @@ def writer(request_or_scope: Any, claimed: str) -> str:
     return identity.added_by if identity is not None else claimed
 
 
+def token_wings(request_or_scope: Any) -> tuple[str, ...] | None:
+    """The wings a request's token is limited to; None when it sees every wing (or no token was presented)."""
+    identity = request_identity(request_or_scope)
+    return identity.wings if identity is not None else None
+
+
 def read_scope_refusal(request_or_scope: Any, tool: str) -> str | None:
     """The error for a read-scoped token calling a write tool, or None when allowed."""
     identity = request_identity(request_or_scope)

@@ -39,6 +39,12 @@ class InvalidInput(PalaceError):
         return cls({field: [message]})
 
 
+class OutsideScope(InvalidInput):
+    """A write to a wing the caller's token is not scoped to; nothing was written."""
+
+    code = "outside_scope"
+
+
 class ConfirmationRequired(InvalidInput):
     """A destructive operation was called without confirm=true."""
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django import forms
@@ -12,7 +12,7 @@ from django.core.exceptions import ValidationError
 
 from palace.errors import InvalidInput
 from palace.memories import canonical_room
-from palace.timefmt import EXAMPLE, format_rfc3339, parse_rfc3339
+from palace.timefmt import EXAMPLE, format_rfc3339, parse_rfc3339, utc_now
 
 MAX_TEXT_BYTES = 32 * 1024
 MAX_BATCH_ITEMS = 256
@@ -28,6 +28,7 @@ FIRST_MEMORY_ID = 1_000_000_000
 # included) and far below SQLite's and Qdrant's 2**63 - 1, so no counter arithmetic can overflow.
 MAX_MEMORY_ID = 2**53 - 1
 MAX_HALF_LIFE_DAYS = 1_000_000
+MAX_TTL_DAYS = 36_500
 
 
 def string_problem(value: str) -> str | None:
@@ -272,6 +273,20 @@ class IdListField(forms.Field):
             raise ValidationError("must list at least one id", code="required")
 
 
+class TtlDaysField(forms.Field):
+    """Days until a memory expires: a finite number > 0 and at most MAX_TTL_DAYS."""
+
+    def to_python(self, value: Any) -> float | None:
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValidationError("must be a number of days", code="type")
+        # An int is compared as it is: 10**400 would overflow a float conversion.
+        if not ((isinstance(value, int) or math.isfinite(value)) and 0 < value <= MAX_TTL_DAYS):
+            raise ValidationError(f"must be a number of days > 0 and at most {MAX_TTL_DAYS}, got {value}", code="range")
+        return float(value)
+
+
 class PalaceForm(forms.Form):
     """A form fed with a JSON object; unknown keys are refused."""
 
@@ -327,7 +342,28 @@ def _optional_schema_fields(keys: tuple[str, ...]) -> dict[str, forms.Field]:
     return {key: fields[key] for key in keys}
 
 
-class MemoryForm(PalaceForm):
+class ExpiryForm(PalaceForm):
+    """expires_at or ttl_days, cleaned into one expires_at (a future moment unless allow_past_expiry)."""
+
+    expires_at = TimestampField(required=False)
+    ttl_days = TtlDaysField(required=False)
+    allow_past_expiry = False
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        now = utc_now()
+        if data.get("ttl_days") is not None:
+            if data.get("expires_at") is not None:
+                self.add_error("ttl_days", "give expires_at or ttl_days, not both")
+            else:
+                data["expires_at"] = now + timedelta(days=data["ttl_days"])
+        if data.get("expires_at") is not None and data["expires_at"] <= now and not self.allow_past_expiry:
+            self.add_error("expires_at", "must be in the future")
+        data.pop("ttl_days", None)
+        return data
+
+
+class MemoryForm(ExpiryForm):
     """One memory to store."""
 
     locals().update(_schema_fields())
@@ -404,11 +440,10 @@ class RecallForm(PalaceForm):
     ids = IdListField(maximum=MAX_RECALL_IDS)
 
 
-class SupersedeForm(PalaceForm):
+class SupersedeForm(ExpiryForm):
     """A correction of one or more memories: every memory field is optional (inherited when left out)."""
 
     locals().update(_optional_schema_fields(SCHEMA_KEYS))
-    timestamp = TimestampField(required=False)
     supersedes = IdListField(maximum=MAX_SUPERSEDE_IDS)
     reason = StrictCharField(max_length=1000, strip=True)
     timestamp = TimestampField(required=False)

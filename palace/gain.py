@@ -11,27 +11,22 @@ from __future__ import annotations
 import json
 import logging
 import math
-import queue
 import threading
-import time
 from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import close_old_connections, connections
 from django.db.models import Count, Q, Sum
 
+from palace.background import BatchWriter
 from palace.models import UsageEvent
 from palace.timefmt import format_rfc3339, utc_now
 
 logger = logging.getLogger(__name__)
 
 ESTIMATE_VERSION = "estimate@v1"
-# The background writer: at most this many events wait (beyond it callers write their own), and
-# it writes up to WRITE_BATCH of them in one statement.
+# The background writer: at most this many events wait (beyond it callers write their own).
 MAX_QUEUED_EVENTS = 10_000
-WRITE_BATCH = 500
-FLUSH_TIMEOUT_SECONDS = 15.0
 BYTES_PER_TOKEN = 4
 BASELINE_TOKENS = {
     "store": 1900,
@@ -96,7 +91,7 @@ def record_usage(
             "baseline": baseline,
         }
     writer = _writer
-    if writer is not None and writer.submit(event, line):
+    if writer is not None and writer.submit_event(event, line):
         return
     _write_usage([event], [line] if line else [])
 
@@ -113,65 +108,22 @@ def _write_usage(events: list[UsageEvent], lines: list[dict[str, Any]]) -> None:
         logger.warning("could not record usage of %d operation(s)", len(events), exc_info=True)
 
 
-class UsageWriter:
+class UsageWriter(BatchWriter[tuple[UsageEvent, "dict[str, Any] | None"]]):
     """Writes usage events on one background thread, so a call never waits on the database.
 
-    Under a bulk import the journal keeps SQLite's write lock busy, and a caller waiting for it
-    sleeps in SQLite's busy handler (1, 2, 5 ... 100 ms steps): with 4 sessions that cost find
-    ~100 ms at p99 (bench/load_mcp.py). Events queue here instead and are written in batches. A crash
-    loses at most the events still queued (usage is telemetry; memories go through the journal).
+    A crash loses at most the events still queued (usage is telemetry; memories go through the journal).
     """
 
     def __init__(self, *, max_queued: int = MAX_QUEUED_EVENTS) -> None:
-        self._queue: queue.Queue[tuple[UsageEvent, dict[str, Any] | None] | None] = queue.Queue(maxsize=max_queued)
-        self._thread = threading.Thread(target=self._run, name="palazzo-usage-writer", daemon=True)
-        self._thread.start()
+        super().__init__(name="palazzo-usage-writer", write=self._write_batch, max_queued=max_queued)
 
-    def submit(self, event: UsageEvent, line: dict[str, Any] | None) -> bool:
+    @staticmethod
+    def _write_batch(items: list[tuple[UsageEvent, dict[str, Any] | None]]) -> None:
+        _write_usage([event for event, _ in items], [line for _, line in items if line is not None])
+
+    def submit_event(self, event: UsageEvent, line: dict[str, Any] | None) -> bool:
         """Queue one event; False when the queue is full (the caller then writes it itself)."""
-        try:
-            self._queue.put_nowait((event, line))
-        except queue.Full:
-            return False
-        return True
-
-    def flush(self, *, timeout: float = FLUSH_TIMEOUT_SECONDS) -> bool:
-        """Wait until every event queued so far is written; False if that took longer than timeout."""
-        deadline = time.monotonic() + timeout
-        with self._queue.all_tasks_done:
-            while self._queue.unfinished_tasks:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return False
-                self._queue.all_tasks_done.wait(remaining)
-        return True
-
-    def stop(self) -> None:
-        """Write what is queued, then end the thread."""
-        self._queue.put(None)
-        self._thread.join(timeout=FLUSH_TIMEOUT_SECONDS)
-
-    def _run(self) -> None:
-        try:
-            while True:
-                batch = [self._queue.get()]
-                while len(batch) < WRITE_BATCH:
-                    try:
-                        batch.append(self._queue.get_nowait())
-                    except queue.Empty:
-                        break
-                items = [item for item in batch if item is not None]
-                if items:
-                    # A long-lived thread must drop a connection the database closed (a restart,
-                    # an error), as Django does between requests.
-                    close_old_connections()
-                    _write_usage([event for event, _ in items], [line for _, line in items if line is not None])
-                for _ in batch:
-                    self._queue.task_done()
-                if len(items) < len(batch):
-                    return
-        finally:
-            connections.close_all()
+        return self.submit((event, line))
 
 
 _writer: UsageWriter | None = None

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from palace import services
+from palace import audit, redaction, services
 from palace.errors import InvalidInput, PalaceError
 from palace.forms import (
     FIRST_MEMORY_ID,
@@ -32,6 +32,7 @@ from palace.forms import (
 )
 from palace.memories import MEMORY_FIELDS, public_memory
 from palace.runtime import get_palace
+from palace.scope import Wings, refuse_outside
 from palace.store.base import MemoryFilter
 from palace.timefmt import format_rfc3339, utc_now
 
@@ -58,6 +59,7 @@ class RestoreForm(MemoryForm):
     superseded_reason = StrictCharField(required=False, max_length=1000, strip=True)
     supersedes = IdListField(maximum=MAX_SUPERSEDE_IDS, required=False)
     added_by = StrictCharField(required=False, max_length=200, strip=False)
+    allow_past_expiry = True  # an export may hold memories that expired and were not yet deleted
 
 
 @dataclass
@@ -78,6 +80,15 @@ class ChunkReport:
     counts: dict[str, int] = field(default_factory=dict)
     running: dict[str, int] = field(default_factory=dict)
     error: str | None = None
+    running_redactions: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def redactions(self) -> dict[str, int]:
+        """Redaction rule -> matches in this chunk's items (never the text)."""
+        total: Counter[str] = Counter()
+        for result in self.results:
+            total.update(result.get("redactions") or {})
+        return dict(total)
 
     def as_line(self) -> dict[str, Any]:
         """The NDJSON line POST /ingest streams for this chunk (failed items named by line)."""
@@ -88,6 +99,7 @@ class ChunkReport:
             "items_in_chunk": len(self.results),
             "counts": self.counts,
             "running": self.running,
+            "redactions": self.redactions,
             "failed": [
                 {"line": result["line"], "error": result["error"]}
                 for result in self.results
@@ -101,9 +113,9 @@ def empty_counts() -> dict[str, int]:
     return dict.fromkeys(COUNT_KEYS, 0)
 
 
-def done_line(running: dict[str, int]) -> dict[str, Any]:
+def done_line(running: dict[str, int], redactions: dict[str, int] | None = None) -> dict[str, Any]:
     """The closing summary of a run."""
-    return {"done": True, "total": sum(running.values()), "counts": dict(running)}
+    return {"done": True, "total": sum(running.values()), "counts": dict(running), "redactions": redactions or {}}
 
 
 def parse_line(raw: bytes | str, number: int) -> Line | None:
@@ -178,14 +190,19 @@ def _result(line: int, outcome: dict[str, Any]) -> dict[str, Any]:
         "id": memory.get("id"),
         "duplicate_of": outcome.get("duplicate_of"),
         "error": outcome.get("error"),
+        "redactions": outcome.get("redactions") or {},
     }
 
 
 def _restore_record(item: dict[str, Any]) -> dict[str, Any]:
-    fields = RestoreForm({key: value for key, value in item.items() if value is not None}).parsed()
+    # A memory as palace_recall returns it is a restore line too: its `expired` flag is derived from
+    # expires_at, so it is checked (a JSON boolean) and dropped.
+    strict_boolean("expired", item.get("expired"))
+    given = {key: value for key, value in item.items() if value is not None and key != "expired"}
+    fields = RestoreForm(given).parsed()
     record: dict[str, Any] = {key: fields.get(key) or None for key in MEMORY_FIELDS}
     record.update(id=fields["id"], text=fields["text"])
-    for key in ("timestamp", "valid_from", "valid_until"):
+    for key in ("timestamp", "valid_from", "valid_until", "expires_at"):
         if fields.get(key):
             record[key] = format_rfc3339(fields[key])
     record["timestamp"] = record["timestamp"] or format_rfc3339(utc_now())
@@ -194,7 +211,12 @@ def _restore_record(item: dict[str, Any]) -> dict[str, Any]:
 
 
 def ingest_chunk(
-    lines: list[Line], *, skip_duplicates: bool = False, added_by: str = "", keep_added_by: bool = False
+    lines: list[Line],
+    *,
+    skip_duplicates: bool = False,
+    added_by: str = "",
+    keep_added_by: bool = False,
+    wings: Wings = None,
 ) -> list[dict[str, Any]]:
     """Store one chunk (<= 256 lines): restores for lines with ids, then one store_batch for the rest.
 
@@ -210,22 +232,24 @@ def ingest_chunk(
         elif line.item.get("id") is not None:
             try:
                 record = _restore_record(line.item)
+                refuse_outside(record["wing"], wings)
                 if not keep_added_by:
                     record["added_by"] = writer_stamp(added_by) or None
                 restores.append((line.number, record))
             except InvalidInput as exc:
-                results[line.number] = _result(line.number, {"status": "failed", "error": str(exc)})
+                error = redaction.scrub_message(str(exc))
+                results[line.number] = _result(line.number, {"status": "failed", "error": error})
         else:
             stores.append((line.number, {key: value for key, value in line.item.items() if key != "id"}))
     if restores:
         outcomes = services.restore_records(
-            records=[record for _, record in restores], skip_duplicates=skip_duplicates, added_by=added_by
+            records=[record for _, record in restores], skip_duplicates=skip_duplicates, added_by=added_by, wings=wings
         )
         for (number, _), outcome in zip(restores, outcomes):
             results[number] = _result(number, outcome)
     if stores:
         batch = services.store_batch(
-            items=[item for _, item in stores], skip_duplicates=skip_duplicates, added_by=added_by
+            items=[item for _, item in stores], skip_duplicates=skip_duplicates, added_by=added_by, wings=wings
         )
         for (number, _), outcome in zip(stores, batch["items"]):
             results[number] = _result(number, outcome)
@@ -249,6 +273,7 @@ def ingest(
     skip_duplicates: bool = False,
     added_by: str = "",
     keep_added_by: bool = False,
+    wings: Wings = None,
 ) -> Iterator[ChunkReport]:
     """Open the palace (raising StoreLocked etc. now), then ingest JSON Lines chunk by chunk.
 
@@ -257,7 +282,7 @@ def ingest(
     """
     skip_duplicates = strict_boolean("skip_duplicates", skip_duplicates)
     get_palace()
-    return _run(lines, skip_duplicates=skip_duplicates, added_by=added_by, keep_added_by=keep_added_by)
+    return _run(lines, skip_duplicates=skip_duplicates, added_by=added_by, keep_added_by=keep_added_by, wings=wings)
 
 
 def _parsed(lines: Iterable[Any]) -> Iterator[Line]:
@@ -271,9 +296,15 @@ def _parsed(lines: Iterable[Any]) -> Iterator[Line]:
 
 
 def _run(
-    lines: Iterable[Any], *, skip_duplicates: bool, added_by: str, keep_added_by: bool = False
+    lines: Iterable[Any],
+    *,
+    skip_duplicates: bool,
+    added_by: str,
+    keep_added_by: bool = False,
+    wings: Wings = None,
 ) -> Iterator[ChunkReport]:
     running = empty_counts()
+    redacted: Counter[str] = Counter()
     number = 0
     parsed = _chunks(_parsed(lines))
     while True:
@@ -283,10 +314,14 @@ def _run(
             if chunk is None:
                 return
             results = ingest_chunk(
-                chunk, skip_duplicates=skip_duplicates, added_by=added_by, keep_added_by=keep_added_by
+                chunk,
+                skip_duplicates=skip_duplicates,
+                added_by=added_by,
+                keep_added_by=keep_added_by,
+                wings=wings,
             )
         except PalaceError as exc:
-            yield ChunkReport(chunk=number, error=str(exc), running=dict(running))
+            yield ChunkReport(chunk=number, error=str(exc), running=dict(running), running_redactions=dict(redacted))
             return
         counts = empty_counts()
         tally = Counter(result["status"] for result in results)
@@ -294,16 +329,29 @@ def _run(
             counts[_STATUS_COUNT.get(status, "failed")] += count
         for key in COUNT_KEYS:
             running[key] += counts[key]
-        yield ChunkReport(chunk=number, results=results, counts=counts, running=dict(running))
+        report = ChunkReport(chunk=number, results=results, counts=counts, running=dict(running))
+        redacted.update(report.redactions)
+        report.running_redactions = dict(redacted)
+        yield report
 
 
-def export_memories(*, batch_size: int = 256) -> Iterator[dict[str, Any]]:
-    """Every memory (superseded ones included) with every field, in id order; opens the palace now."""
+def export_memories(
+    *, batch_size: int = 256, actor: str = "", operation: str = "export", wings: Wings = None
+) -> Iterator[dict[str, Any]]:
+    """Every memory (superseded ones included) with every field, in id order; opens the palace now.
+
+    Audited once the export ends (or stops early), with the ids actually handed out.
+    """
     palace = get_palace()
 
     def memories() -> Iterator[dict[str, Any]]:
-        for point in palace.store.scroll(memory_filter=MemoryFilter(), batch_size=batch_size):
-            yield public_memory(point.id, point.payload)
+        sent: list[int] = []
+        try:
+            for point in palace.store.scroll(memory_filter=MemoryFilter(wings=wings), batch_size=batch_size):
+                sent.append(point.id)  # handed out once the consumer's next() returns it
+                yield public_memory(point.id, point.payload)
+        finally:
+            audit.record_read(operation=operation, actor=actor, result_ids=sent)
 
     return memories()
 

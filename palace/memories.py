@@ -21,6 +21,7 @@ MEMORY_FIELDS = (
     "superseded_reason",
     "supersedes",
     "added_by",
+    "expires_at",
 )
 INTERNAL_FIELDS = ("text_hash",)
 

@@ -37,6 +37,11 @@ EMBEDDING_SECONDS = Histogram(
 MEMORIES = Gauge("palazzo_memories", "Memories in the palace (all, or current: not superseded).", ["state"])
 JOURNAL_PENDING = Gauge("palazzo_journal_pending", "Journal entries written but not yet applied to the store.")
 STORE_UP = Gauge("palazzo_store_up", "1 when the last scrape could read the store, else 0.")
+REDACTIONS = Counter(
+    "palazzo_redactions",
+    "Matches of the redaction rules in written memories, by rule and mode (dry-run counts without changing).",
+    ["rule", "mode"],
+)
 INDEX_BUILDING = Gauge("palazzo_search_index_building", "1 while the store builds its search index, else 0.")
 FEED_SESSIONS = Gauge("palazzo_feed_sessions", "Transcript sessions fed, by harness and device.", ["harness", "device"])
 FEED_EXCHANGES = Gauge(

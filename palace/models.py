@@ -90,6 +90,9 @@ class ApiToken(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     revoked_at = models.DateTimeField(null=True, blank=True, editable=False, db_index=True)
+    wings = models.JSONField(
+        default=list, blank=True, editable=False, help_text="The only wings it reads and writes; empty = every wing."
+    )
 
     class Meta:
         ordering = ["name"]
@@ -111,6 +114,37 @@ class PalaceOverview(UsageEvent):
         proxy = True
         verbose_name = "palace overview"
         verbose_name_plural = "palace overview"
+
+
+class AuditRecord(models.Model):
+    """One read of the palace: who, what, which memories came back. Append-only (database triggers)."""
+
+    created_at = models.DateTimeField(db_index=True, help_text="When the read happened.")
+    actor = models.CharField(
+        max_length=200, db_index=True, help_text="token:<name>, the MCP client's name, or manage.py <command>/<user>."
+    )
+    operation = models.CharField(max_length=32, db_index=True)
+    query_sha256 = models.CharField(max_length=64, blank=True, help_text="SHA-256 of the query's UTF-8 bytes.")
+    query_length = models.PositiveIntegerField(null=True, blank=True, help_text="Characters in the query.")
+    query_plain = models.TextField(blank=True, help_text="The (redacted) query, only with PALAZZO_AUDIT_QUERY_PLAIN=1.")
+    filters = models.JSONField(default=dict, blank=True)
+    result_ids = models.JSONField(default=list, blank=True)
+    result_count = models.PositiveIntegerField(default=0)
+    degraded = models.BooleanField(default=False, help_text="Answered from the keyword leg alone.")
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["actor", "created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.actor} {self.operation} ({self.result_count})"
+
+
+class AuditPurge(models.Model):
+    """Present only inside `manage.py audit purge`'s transaction: the one state in which audit rows may be deleted."""
+
+    before = models.DateTimeField()
+    actor = models.CharField(max_length=200)
 
 
 class FedTranscript(models.Model):

@@ -35,11 +35,11 @@ def tokens_saved_per_day(*, days: int = 30) -> list[dict[str, Any]]:
     ]
 
 
-def overview(*, newest: int = 10, days: int = 30) -> dict[str, Any]:
-    """Counts by wing, room, hall and category, the newest memories and the daily savings."""
+def overview(*, newest: int = 10, days: int = 30, actor: str = "") -> dict[str, Any]:
+    """Counts by wing, room, hall and category, the newest memories (audited) and the daily savings."""
     taxonomy = selectors.taxonomy()
     status = selectors.status()
-    memories = selectors.recent(count=newest)
+    memories = selectors.recent(count=newest, actor=actor, operation="admin_overview")
     return {
         "total": status["total"],
         "current": status["current"],

@@ -8,7 +8,7 @@ import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from palace import retrieval
+from palace import audit, retrieval, scope
 from palace.errors import InvalidInput
 from palace.feedstatus import feeding_status
 from palace.forms import BrowseForm, CheckDuplicateForm, FindForm, GainForm, RecallForm, browse_cursor
@@ -66,6 +66,8 @@ def find(
     recency_half_life_days: Any = None,
     include_superseded: Any = None,
     ranking: str = HYBRID,
+    actor: str = "",
+    wings: scope.Wings = None,
 ) -> dict[str, Any]:
     """Hybrid (dense + BM25) search with filters, optional true half-life recency and superseded hiding."""
     raw = {
@@ -98,6 +100,8 @@ def find(
         until=fields["until"],
         include_superseded=fields["include_superseded"],
         current_at=now,
+        expired=False,
+        wings=wings,
     )
     limit_value: int = fields["limit"]
     half_life: float = fields["recency_half_life_days"] or 0.0
@@ -112,12 +116,21 @@ def find(
         results.append(public_memory(hit.id, hit.payload, score=score))
     if half_life > 0:
         results.sort(key=lambda memory: memory["score"], reverse=True)
-    return {
+    answer: dict[str, Any] = {
         "results": results[:limit_value],
         "count": min(len(results), limit_value),
         "degraded": plan.degraded_reason is not None,
         "degraded_reason": plan.degraded_reason,
     }
+    audit.record_read(
+        operation="find",
+        actor=actor,
+        query=fields["query"],
+        filters=_audited_filters(fields),
+        result_ids=[memory["id"] for memory in answer["results"]],
+        degraded=answer["degraded"],
+    )
+    return answer
 
 
 def _stamp(point: StoredPoint) -> datetime:
@@ -150,6 +163,8 @@ def browse(
     since: Any = None,
     until: Any = None,
     include_superseded: Any = None,
+    actor: str = "",
+    wings: scope.Wings = None,
 ) -> dict[str, Any]:
     """Memories newest first (timestamp, then id) without a query, a page at a time; next_cursor continues."""
     raw = {
@@ -174,6 +189,8 @@ def browse(
         until=fields["until"],
         include_superseded=fields["include_superseded"],
         current_at=utc_now(),
+        expired=False,
+        wings=wings,
     )
     limit_value: int = fields["limit"]
     page: list[StoredPoint] = []
@@ -198,6 +215,9 @@ def browse(
                 older = newer + _same_second(palace, memory_filter, boundary)
         page += older[:need]
     memories = [public_memory(point.id, point.payload) for point in page]
+    audit.record_read(
+        operation="browse", actor=actor, filters=_audited_filters(fields), result_ids=[m["id"] for m in memories]
+    )
     last = page[-1] if page else None
     return {
         "memories": memories,
@@ -206,30 +226,58 @@ def browse(
     }
 
 
-def recall(*, ids: Any) -> dict[str, Any]:
+def _audited_filters(fields: dict[str, Any]) -> dict[str, Any]:
+    filters = {key: fields.get(key) for key in ("wing", "category", "room", "hall", "include_superseded", "limit")}
+    for key in ("since", "until"):
+        if fields.get(key):
+            filters[key] = fields[key].isoformat()
+    if fields.get("recency_half_life_days"):
+        filters["recency_half_life_days"] = fields["recency_half_life_days"]
+    return filters
+
+
+def recall(*, ids: Any, actor: str = "", operation: str = "recall", wings: scope.Wings = None) -> dict[str, Any]:
     """Memories by id (superseded ones included, with their temporal fields); unknown ids listed as missing."""
     fields = RecallForm({"ids": ids}).parsed()
     palace = get_palace()
-    points = palace.store.retrieve(fields["ids"])
+    points = scope.retrieve(palace.store, fields["ids"], wings)
     found = {point.id for point in points}
+    audit.record_read(
+        operation=operation, actor=actor, filters={"ids": fields["ids"]}, result_ids=[point.id for point in points]
+    )
+    now = utc_now()
     return {
-        "memories": [public_memory(point.id, point.payload) for point in points],
+        "memories": [
+            public_memory(point.id, point.payload) | {"expired": _expired(point.payload, now)} for point in points
+        ],
         "missing": [memory_id for memory_id in fields["ids"] if memory_id not in found],
     }
 
 
-def check_duplicate(*, text: Any) -> dict[str, Any]:
+def _expired(payload: dict[str, Any], now: datetime) -> bool:
+    try:
+        return bool(payload.get("expires_at")) and parse_rfc3339(payload["expires_at"]) <= now
+    except ValueError:
+        return False
+
+
+def check_duplicate(*, text: Any, actor: str = "", wings: scope.Wings = None) -> dict[str, Any]:
     """The closest current memory and whether its cosine similarity is at or above 0.95."""
     fields = CheckDuplicateForm({"text": text}).parsed()
     palace = get_palace()
     vector = palace.embedder.documents([fields["text"]])[0][0]
     hits = palace.store.search(
         SearchQuery(
-            dense_query=vector, memory_filter=MemoryFilter(include_superseded=False, current_at=utc_now()), limit=1
+            dense_query=vector,
+            memory_filter=MemoryFilter(include_superseded=False, current_at=utc_now(), expired=False, wings=wings),
+            limit=1,
         )
     )
     closest = public_memory(hits[0].id, hits[0].payload, score=hits[0].score) if hits else None
     score = hits[0].score if hits else None
+    audit.record_read(
+        operation="check_duplicate", actor=actor, query=fields["text"], result_ids=[hit.id for hit in hits]
+    )
     return {
         "is_duplicate": bool(score is not None and score >= DUPLICATE_THRESHOLD),
         "same_text": bool(closest and closest["text"] == fields["text"]),
@@ -238,11 +286,14 @@ def check_duplicate(*, text: Any) -> dict[str, Any]:
     }
 
 
-def status(*, room_limit: int = STATUS_ROOMS) -> dict[str, Any]:
-    """Totals, counts by wing, room, hall and category, the search index's state, the journal and feeding."""
+def status(*, room_limit: int = STATUS_ROOMS, wings: scope.Wings = None) -> dict[str, Any]:
+    """Totals, counts by wing, room, hall and category (of a scoped caller's wings only), the index, journal, feeding.
+
+    current leaves out superseded and expired memories; the other counts take every memory still held.
+    """
     palace = get_palace()
-    everything = MemoryFilter()
-    current = MemoryFilter(include_superseded=False, current_at=utc_now())
+    everything = MemoryFilter(wings=wings)
+    current = MemoryFilter(include_superseded=False, current_at=utc_now(), expired=False, wings=wings)
     rooms = palace.store.facet(key="room", memory_filter=everything)
     biggest = sorted(rooms.items(), key=lambda item: (-item[1], item[0]))[:room_limit]
     return {
@@ -268,10 +319,10 @@ def journal_state() -> dict[str, Any]:
     return journal.state()
 
 
-def taxonomy() -> dict[str, Any]:
-    """Counts by wing, room, hall and category."""
+def taxonomy(*, wings: scope.Wings = None) -> dict[str, Any]:
+    """Counts by wing, room, hall and category (of a scoped caller's wings only)."""
     palace = get_palace()
-    everything = MemoryFilter()
+    everything = MemoryFilter(wings=wings)
     return {
         plural: palace.store.facet(key=key, memory_filter=everything)
         for key, plural in (("wing", "wings"), ("room", "rooms"), ("hall", "halls"), ("category", "categories"))
@@ -284,20 +335,27 @@ WAKE_UP_PREVIEW_CHARS = 400
 _WAKE_UP_KEYS = ("id", "text", "category", "wing", "room", "hall", "timestamp")
 
 
-def wake_up(*, count: int, max_chars: int = WAKE_UP_MAX_CHARS) -> dict[str, Any]:
+def wake_up(
+    *,
+    count: int,
+    max_chars: int = WAKE_UP_MAX_CHARS,
+    actor: str = "",
+    operation: str = "wake_up",
+    wings: scope.Wings = None,
+) -> dict[str, Any]:
     """Session-start context within max_chars of JSON: status (the largest rooms) and the newest memories.
 
     Each memory carries its filing and at most WAKE_UP_PREVIEW_CHARS of text (truncated=true when cut;
     palace_recall has the rest); memories that would pass the budget are left out, newest kept first.
     """
-    summary = status(room_limit=WAKE_UP_ROOMS)
+    summary = status(room_limit=WAKE_UP_ROOMS, wings=wings)
     # Feeding's per-device detail grows with the devices and is the operator's, not the agent's: status has it.
     summary.pop("feeding", None)
     while len(json.dumps(summary, ensure_ascii=False)) > max_chars // 2 and summary["rooms"]:
         summary["rooms"] = dict(list(summary["rooms"].items())[: len(summary["rooms"]) // 2])
     used = len(json.dumps({"status": summary, "recent": []}, ensure_ascii=False))
     memories: list[dict[str, Any]] = []
-    for memory in recent(count=count):
+    for memory in recent(count=count, actor=actor, operation=operation, wings=wings):
         text = memory["text"]
         compact = {key: memory[key] for key in _WAKE_UP_KEYS if memory[key] is not None}
         compact["text"] = text[:WAKE_UP_PREVIEW_CHARS]
@@ -310,11 +368,17 @@ def wake_up(*, count: int, max_chars: int = WAKE_UP_MAX_CHARS) -> dict[str, Any]
     return {"status": summary, "recent": memories}
 
 
-def recent(*, count: int) -> list[dict[str, Any]]:
-    """The newest current memories, newest first."""
+def recent(
+    *, count: int, actor: str = "", operation: str = "recent", wings: scope.Wings = None
+) -> list[dict[str, Any]]:
+    """The newest current memories, newest first (the wake-up context and the admin overview; audited)."""
     palace = get_palace()
     points = palace.store.recent(
-        memory_filter=MemoryFilter(include_superseded=False, current_at=utc_now()), limit=count
+        memory_filter=MemoryFilter(include_superseded=False, current_at=utc_now(), expired=False, wings=wings),
+        limit=count,
+    )
+    audit.record_read(
+        operation=operation, actor=actor, filters={"count": count}, result_ids=[point.id for point in points]
     )
     return [public_memory(point.id, point.payload) for point in points]
 

@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 from django.db import transaction
 
-from palace import journal
+from palace import journal, metrics, redaction, scope
 
 # The journal applier and point building live in their own modules (palace.runtime replays the journal
 # when it opens the palace, and find embeds deferred memories: neither may import the write API); the
@@ -51,14 +51,24 @@ logger = logging.getLogger(__name__)
 SCHEMA_KEYS = ("text", "category", "wing", "room", "hall", "session", "source_file")
 
 
+def _redact(fields: dict[str, Any]) -> dict[str, int]:
+    """Redact a validated record's free text in place, before anything else sees it; counts per rule."""
+    redactor = redaction.current()
+    counts = redactor.record(fields)
+    for rule, count in counts.items():
+        metrics.REDACTIONS.labels(rule, redactor.mode).inc(count)
+    return dict(counts)
+
+
 def _memory_record(fields: dict[str, Any], *, memory_id: int, timestamp: str, added_by: str) -> dict[str, Any]:
     record = {key: fields.get(key) or None for key in SCHEMA_KEYS}
     record["text"] = fields["text"]
     record.update(id=memory_id, timestamp=timestamp, added_by=writer_stamp(added_by) or None)
+    record["expires_at"] = format_rfc3339(fields["expires_at"]) if fields.get("expires_at") else None
     return record
 
 
-def _existing_duplicates(palace: Palace, texts: Sequence[str]) -> dict[str, dict[str, Any]]:
+def _existing_duplicates(palace: Palace, texts: Sequence[str], wings: scope.Wings = None) -> dict[str, dict[str, Any]]:
     """Current memories whose text equals one of texts, by hash.
 
     The rule is cosine >= 0.95 AND the same text; equal texts embed to equal vectors under
@@ -69,7 +79,9 @@ def _existing_duplicates(palace: Palace, texts: Sequence[str]) -> dict[str, dict
         return {}
     found: dict[str, dict[str, Any]] = {}
     for point in palace.store.scroll(
-        memory_filter=MemoryFilter(text_hashes=hashes, include_superseded=False, current_at=utc_now())
+        memory_filter=MemoryFilter(
+            text_hashes=hashes, include_superseded=False, current_at=utc_now(), expired=False, wings=wings
+        )
     ):
         text = point.payload.get("text", "")
         if text not in found:
@@ -87,7 +99,10 @@ def store(
     session: Any = None,
     source_file: Any = None,
     timestamp: Any = None,
+    expires_at: Any = None,
+    ttl_days: Any = None,
     added_by: str = "",
+    wings: scope.Wings = None,
 ) -> dict[str, Any]:
     """Store one memory, or return the existing current memory with the same text."""
     result = store_batch(
@@ -101,16 +116,26 @@ def store(
                 "session": session,
                 "source_file": source_file,
                 "timestamp": timestamp,
+                "expires_at": expires_at,
+                "ttl_days": ttl_days,
             }
         ],
         added_by=added_by,
+        wings=wings,
         _single=True,
     )
-    return result["items"][0]["memory"] | {"duplicate": result["items"][0]["status"] != "stored"}
+    item = result["items"][0]
+    return item["memory"] | {"duplicate": item["status"] != "stored", "redactions": item["redactions"]}
 
 
 def store_batch(
-    *, items: Any, defaults: Any = None, skip_duplicates: bool = False, added_by: str = "", _single: bool = False
+    *,
+    items: Any,
+    defaults: Any = None,
+    skip_duplicates: bool = False,
+    added_by: str = "",
+    wings: scope.Wings = None,
+    _single: bool = False,
 ) -> dict[str, Any]:
     """Store 1-256 memories with one embedding pass and one upsert; per-item outcomes and counts.
 
@@ -131,22 +156,31 @@ def store_batch(
             fields = MemoryForm(
                 shared | {k: v for k, v in item.items() if v is not None} if isinstance(item, dict) else item
             ).parsed()
+            scope.refuse_outside(fields["wing"], wings)
         except InvalidInput as exc:
             if _single:
                 raise
             cleaned.append(None)
-            outcomes.append({"index": index, "status": "failed", "error": str(exc)})
+            error = redaction.scrub_message(str(exc))
+            outcomes.append({"index": index, "status": "failed", "error": error, "redactions": {}})
             continue
+        found = _redact(fields)
         cleaned.append(fields)
-        outcomes.append({"index": index})
+        outcomes.append({"index": index, "redactions": found})
     palace = get_palace()
     # Embed before taking the write lock so concurrent writers and searches do not queue behind a
     # whole embedding pass; the duplicate check is repeated under the lock, where it decides.
-    candidates = _fresh_texts(palace, cleaned)
+    candidates = _fresh_texts(palace, cleaned, wings)
     prepared = dict(zip(candidates, _embed_or_defer(palace, candidates))) if candidates else {}
     with _write_lock:
         return _store_validated(
-            palace, cleaned, outcomes, prepared=prepared, skip_duplicates=skip_duplicates, added_by=added_by
+            palace,
+            cleaned,
+            outcomes,
+            prepared=prepared,
+            skip_duplicates=skip_duplicates,
+            added_by=added_by,
+            wings=wings,
         )
 
 
@@ -163,10 +197,10 @@ def _batch_defaults(defaults: Any) -> dict[str, Any]:
     return {key: value for key, value in defaults.items() if value is not None}
 
 
-def _fresh_texts(palace: Palace, cleaned: list[dict[str, Any] | None]) -> list[str]:
-    """Distinct valid texts that no current memory holds yet, in input order."""
+def _fresh_texts(palace: Palace, cleaned: list[dict[str, Any] | None], wings: scope.Wings) -> list[str]:
+    """Distinct valid texts that no current memory (in the caller's wings) holds yet, in input order."""
     texts = list(dict.fromkeys(fields["text"] for fields in cleaned if fields is not None))
-    existing = _existing_duplicates(palace, texts)
+    existing = _existing_duplicates(palace, texts, wings)
     return [text for text in texts if text not in existing]
 
 
@@ -178,9 +212,10 @@ def _store_validated(
     prepared: dict[str, npt.NDArray[np.float32]],
     skip_duplicates: bool,
     added_by: str,
+    wings: scope.Wings = None,
 ) -> dict[str, Any]:
     valid_texts = [fields["text"] for fields in cleaned if fields is not None]
-    existing = _existing_duplicates(palace, valid_texts)
+    existing = _existing_duplicates(palace, valid_texts, wings)
     now = format_rfc3339(utc_now())
     fresh: list[int] = []
     first_in_batch: dict[str, int] = {}
@@ -212,13 +247,13 @@ def _store_validated(
                 records.append(_memory_record(fields, memory_id=memory_id, timestamp=stamp, added_by=added_by))
             return {"memories": records}
 
-        wings = Counter(cleaned[index]["wing"] for index in fresh)  # type: ignore[index]
+        by_wing = Counter(cleaned[index]["wing"] for index in fresh)  # type: ignore[index]
         entry, _ids = journal.record_with_new_ids(
             operation=JournalEntry.Operation.STORE,
             count=len(fresh),
             build_payload=build,
             added_by=added_by,
-            wing=wings.most_common(1)[0][0],
+            wing=by_wing.most_common(1)[0][0],
         )
         _journal_and_apply(palace, entry, vectors)
         for record, index in zip(entry.payload["memories"], fresh):
@@ -236,7 +271,14 @@ def _store_validated(
         "skipped_duplicates": statuses["skipped"],
         "failed": statuses["failed"],
     }
-    return {"items": outcomes, "counts": counts}
+    return {"items": outcomes, "counts": counts, "redactions": _total(outcomes)}
+
+
+def _total(outcomes: Sequence[dict[str, Any]]) -> dict[str, int]:
+    total: Counter[str] = Counter()
+    for outcome in outcomes:
+        total.update(outcome.get("redactions") or {})
+    return dict(total)
 
 
 # How far ahead of the current Unix milliseconds a restored id may be: ids start at the clock and a palace
@@ -245,7 +287,7 @@ RESTORE_IDS_AHEAD = 10**10
 
 
 def restore_records(
-    *, records: list[dict[str, Any]], skip_duplicates: bool = False, added_by: str = ""
+    *, records: list[dict[str, Any]], skip_duplicates: bool = False, added_by: str = "", wings: scope.Wings = None
 ) -> list[dict[str, Any]]:
     """Store validated memory records under their own ids and temporal fields (imports, restores).
 
@@ -254,6 +296,10 @@ def restore_records(
     come back. Journaled as a STORE entry carrying the full records, so rebuild restores them too.
     """
     palace = get_palace()
+    for record in records:
+        scope.refuse_outside(record["wing"], wings)
+    records = [dict(record) for record in records]
+    found = [_redact(record) for record in records]
     with _write_lock:
         wanted = {record["id"] for record in records} | {
             record["superseded_by"] for record in records if record.get("superseded_by") is not None
@@ -264,9 +310,14 @@ def restore_records(
         fresh: dict[int, dict[str, Any]] = {}
         for index, record in enumerate(records):
             memory_id = record["id"]
+            if memory_id in existing and wings is not None and existing[memory_id].payload.get("wing") not in wings:
+                # A scoped caller must neither overwrite nor read a memory of another wing.
+                error = f"id {memory_id} belongs to a wing outside this token's wings; nothing was written"
+                outcomes.append({"index": index, "status": "failed", "error": error, "redactions": {}})
+                continue
             problem = _restore_problem(record, records=records, held=existing, deleted=deleted)
             if problem is not None:
-                outcomes.append({"index": index, "status": "failed", "error": problem})
+                outcomes.append({"index": index, "status": "failed", "error": problem, "redactions": {}})
                 continue
             if memory_id in existing:
                 memory = public_memory(memory_id, existing[memory_id].payload)
@@ -274,10 +325,25 @@ def restore_records(
                 memory = public_memory(memory_id, fresh[memory_id])
             else:
                 fresh[memory_id] = record
-                outcomes.append({"index": index, "status": "stored", "memory": public_memory(memory_id, record)})
+                outcomes.append(
+                    {
+                        "index": index,
+                        "status": "stored",
+                        "memory": public_memory(memory_id, record),
+                        "redactions": found[index],
+                    }
+                )
                 continue
             status = "skipped" if skip_duplicates else "duplicate"
-            outcomes.append({"index": index, "status": status, "memory": memory, "duplicate_of": memory_id})
+            outcomes.append(
+                {
+                    "index": index,
+                    "status": status,
+                    "memory": memory,
+                    "duplicate_of": memory_id,
+                    "redactions": found[index],
+                }
+            )
         if fresh:
             ordered = list(fresh.values())
             vectors = _embed_or_defer(palace, [record["text"] for record in ordered])
@@ -352,8 +418,11 @@ def supersede(
     hall: Any = None,
     session: Any = None,
     source_file: Any = None,
+    expires_at: Any = None,
+    ttl_days: Any = None,
     timestamp: Any = None,
     added_by: str = "",
+    wings: scope.Wings = None,
 ) -> dict[str, Any]:
     """Store a corrected memory and mark each old one superseded (valid_until=now), keeping history.
 
@@ -369,22 +438,25 @@ def supersede(
         "source_file": source_file,
         "timestamp": timestamp,
     }
-    raw = {"supersedes": supersedes, "reason": reason} | given
+    raw = {"supersedes": supersedes, "reason": reason, "expires_at": expires_at, "ttl_days": ttl_days} | given
     fields = SupersedeForm({key: value for key, value in raw.items() if value is not None}).parsed()
+    if fields.get("expires_at") is not None:
+        given["expires_at"] = format_rfc3339(fields["expires_at"])
     palace = get_palace()
     with _write_lock:
-        found = {point.id: point for point in palace.store.retrieve(fields["supersedes"])}
+        found = {point.id: point for point in scope.retrieve(palace.store, fields["supersedes"], wings)}
         if not found:
             raise InvalidInput.single(
                 "supersedes",
                 f"none of the ids exist: {fields['supersedes']}; look the ids up with palace_find or palace_browse",
             )
         first = next(found[memory_id] for memory_id in fields["supersedes"] if memory_id in found)
-        inherited = {key: first.payload.get(key) for key in (*SCHEMA_KEYS, "timestamp")}
+        # expires_at is inherited like the rest unless the correction gives expires_at or ttl_days.
+        inherited = {key: first.payload.get(key) for key in (*SCHEMA_KEYS, "timestamp", "expires_at")}
         merged = inherited | {key: value for key, value in given.items() if value is not None}
         try:
             memory = MemoryForm({key: value for key, value in merged.items() if value is not None}).parsed()
-        except InvalidInput as exc:  # an inherited value the vocabulary no longer allows
+        except InvalidInput as exc:  # an inherited value the vocabulary (or the clock) no longer allows
             raise InvalidInput(
                 {
                     key: [*messages, f"(inherited from memory {first.id}; give {key} explicitly)"]
@@ -393,7 +465,10 @@ def supersede(
                     for key, messages in exc.errors.items()
                 }
             ) from None
-        return _supersede_validated(palace, fields | memory, found=found, added_by=added_by)
+        scope.refuse_outside(memory["wing"], wings)
+        correction = fields | memory
+        redactions = _redact(correction)  # the reason too
+        return _supersede_validated(palace, correction, found=found, added_by=added_by) | {"redactions": redactions}
 
 
 def _supersede_validated(
@@ -433,7 +508,7 @@ def _supersede_validated(
     return {"memory": public_memory(record["id"], record), "reason": fields["reason"], "marked": marked}
 
 
-def delete(*, ids: Any, reason: Any, confirm: Any, added_by: str = "") -> dict[str, Any]:
+def delete(*, ids: Any, reason: Any, confirm: Any, added_by: str = "", wings: scope.Wings = None) -> dict[str, Any]:
     """Hard-delete memories by id after journaling their full records."""
     fields = DeleteForm({"ids": ids, "reason": reason, "confirm": confirm}).parsed()
     if not fields["confirm"]:
@@ -441,7 +516,7 @@ def delete(*, ids: Any, reason: Any, confirm: Any, added_by: str = "") -> dict[s
             "confirm", "must be true: deleting is permanent and needs the operator's approval"
         )
     palace = get_palace()
-    points = palace.store.retrieve(fields["ids"])
+    points = scope.retrieve(palace.store, fields["ids"], wings)
     found = {point.id for point in points}
     if points:
         entry = journal.record(
@@ -478,6 +553,7 @@ def delete_by_filter(
     until: Any = None,
     include_superseded: Any = False,
     added_by: str = "",
+    wings: scope.Wings = None,
 ) -> dict[str, Any]:
     """Hard-delete every memory a filter matches (max 1000), guarded by dry_run and expected_count."""
     raw = {
@@ -508,6 +584,7 @@ def delete_by_filter(
         until=fields["until"],
         include_superseded=fields["include_superseded"],
         current_at=utc_now(),
+        wings=wings,
     )
     matched = []
     for point in palace.store.scroll(memory_filter=memory_filter):
@@ -599,3 +676,34 @@ def rebuild(*, batch_size: int = 256) -> dict[str, Any]:
         _journal_and_apply(palace, entry)
     flush_stores()
     return {"entries_replayed": replayed, "previous_store": moved_to, "embedding_model": palace.embedder.model_name}
+
+
+def expire(*, dry_run: bool = False, added_by: str = "") -> dict[str, Any]:
+    """Hard-delete every memory whose expires_at has passed, journaled with the full records (in chunks)."""
+    palace = get_palace()
+    now = utc_now()
+    with _write_lock:
+        expired = list(palace.store.scroll(memory_filter=MemoryFilter(expired=True, current_at=now)))
+        summary: dict[str, Any] = {
+            "dry_run": dry_run,
+            "expired_count": len(expired),
+            "deleted_count": 0,
+            "breakdown_by_wing": dict(Counter(p.payload.get("wing", "") for p in expired)),
+            "ids": [p.id for p in expired],
+        }
+        if dry_run:
+            return summary
+        for start in range(0, len(expired), MAX_FILTER_DELETE):
+            chunk = expired[start : start + MAX_FILTER_DELETE]
+            ids = [p.id for p in chunk]
+            entry = journal.record(
+                operation=JournalEntry.Operation.DELETE,
+                payload={"ids": ids, "memories": [public_memory(p.id, p.payload) for p in chunk]},
+                memory_ids=ids,
+                added_by=added_by,
+                reason=f"expired (expires_at before {format_rfc3339(now)})",
+                wing=chunk[0].payload.get("wing", ""),
+            )
+            _journal_and_apply(palace, entry)
+            summary["deleted_count"] += len(chunk)
+    return summary

@@ -34,6 +34,7 @@ class TokenIdentity:
 
     name: str
     scope: str
+    wings: tuple[str, ...] | None = None  # None: every wing
 
     @property
     def added_by(self) -> str:
@@ -58,6 +59,7 @@ def _describe(token: ApiToken) -> dict[str, Any]:
         "created_at": token.created_at,
         "last_used_at": token.last_used_at,
         "revoked_at": token.revoked_at,
+        "wings": list(token.wings or []),
     }
 
 
@@ -74,15 +76,33 @@ def _clean(name: Any, scope: Any, owner: Any) -> tuple[str, str, str]:
     return name, scope, owner.strip()
 
 
-def create_token(*, name: Any, scope: Any = ApiToken.Scope.WRITE, owner: Any = "") -> dict[str, Any]:
-    """Create a token; the result's `secret` is the only time the secret is ever shown."""
+def _clean_wings(wings: Any) -> list[str]:
+    from django.conf import settings
+
+    if wings is None:
+        return []
+    allowed = settings.PALAZZO.wings
+    if not isinstance(wings, (list, tuple)) or not all(isinstance(wing, str) for wing in wings):
+        raise InvalidInput.single("wings", "must be a list of wing names")
+    chosen = list(dict.fromkeys(wing.strip() for wing in wings if wing.strip()))
+    unknown = [wing for wing in chosen if wing not in allowed]
+    if unknown or not chosen:
+        raise InvalidInput.single(
+            "wings", f"{', '.join(map(repr, unknown)) or 'nothing'} is not a wing; allowed: {', '.join(allowed)}"
+        )
+    return chosen
+
+
+def create_token(*, name: Any, scope: Any = ApiToken.Scope.WRITE, owner: Any = "", wings: Any = None) -> dict[str, Any]:
+    """Create a token (limited to wings when given); the result's `secret` is the only time it is shown."""
     name, scope, owner = _clean(name, scope, owner)
+    scoped_wings = _clean_wings(wings)
     lookup = secrets.token_hex(6)
     secret = secrets.token_urlsafe(32)
     try:
         with transaction.atomic():
             token = ApiToken.objects.create(
-                name=name, scope=scope, owner=owner, lookup=lookup, secret_hash=_hash(secret)
+                name=name, scope=scope, owner=owner, lookup=lookup, secret_hash=_hash(secret), wings=scoped_wings
             )
     except IntegrityError:
         raise InvalidInput({"name": [f"a token named {name!r} already exists (names are never reused)"]}) from None
@@ -123,4 +143,4 @@ def authenticate(presented: str) -> TokenIdentity | None:
     now = timezone.now()
     if token.last_used_at is None or now - token.last_used_at >= LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
-    return TokenIdentity(name=token.name, scope=token.scope)
+    return TokenIdentity(name=token.name, scope=token.scope, wings=tuple(token.wings) if token.wings else None)

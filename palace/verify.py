@@ -23,7 +23,8 @@ def _expected_state(
     """Replay the journal on paper: payload per live id, deleted ids, ids of refused entries, entry counts.
 
     Appends to claimed_twice every id that two applied or pending entries wrote (ids are never reused,
-    so a second claim means one acknowledged write overwrote another).
+    so a second claim means one acknowledged write overwrote another); an entry marked `rewrite` (the
+    scrub of `manage.py redact`) rewrites memories an earlier entry wrote on purpose and claims nothing.
     """
     expected: dict[int, dict[str, Any]] = {}
     deleted: dict[int, int] = {}
@@ -43,8 +44,12 @@ def _expected_state(
                 expected.pop(int(memory_id), None)
                 deleted[int(memory_id)] = entry.pk
             continue
+        rewrite = bool(payload.get("rewrite"))
         for record in payload.get("memories", []):
             memory_id = int(record["id"])
+            if rewrite and memory_id in expected:
+                expected[memory_id] = stored_payload(record)
+                continue
             if memory_id in claimed:
                 claimed_twice.append({"id": memory_id, "entries": [claimed[memory_id], entry.pk]})
             claimed[memory_id] = entry.pk

@@ -12,10 +12,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-from palace import snapshots
+from palace import audit, snapshots
 from palace.memories import public_memory
 from palace.models import FedTranscript
 from palace.runtime import get_palace
+from palace.scope import Wings
 from palace.store.base import MemoryFilter
 from palace.timefmt import utc_now
 
@@ -40,21 +41,25 @@ def _line(memory: dict[str, Any]) -> str:
     return f"- #{memory['id']} {day} {place}: {preview(memory['text'])}"
 
 
-def context(room: str | None) -> dict[str, Any]:
-    """The wake-up context of a project (room), or of the whole palace when room is None."""
+def context(room: str | None, *, wings: Wings = None, actor: str | None = None) -> dict[str, Any]:
+    """The wake-up context of a project (room), or of the whole palace when room is None.
+
+    Expired memories are left out as from every wake-up; a wing-scoped token (wings) sees only its wings.
+    A read by a caller (actor: GET /wake-up) is audited; the snapshot files the holder process rewrites are not.
+    """
     palace = get_palace()
     now = utc_now()
-    current = MemoryFilter(include_superseded=False, current_at=now)
-    total = palace.store.count(memory_filter=MemoryFilter())
-    wings = palace.store.facet(key="wing", memory_filter=current)
+    current = MemoryFilter(include_superseded=False, current_at=now, expired=False, wings=wings)
+    total = palace.store.count(memory_filter=MemoryFilter(wings=wings))
+    by_wing = palace.store.facet(key="wing", memory_filter=current)
     header = [
         f"palazzo memory palace: {palace.store.count(memory_filter=current)} current memories ({total} with history); "
-        + ", ".join(f"{wing} {count}" for wing, count in sorted(wings.items(), key=lambda pair: -pair[1])[:8])
+        + ", ".join(f"{wing} {count}" for wing, count in sorted(by_wing.items(), key=lambda pair: -pair[1])[:8])
     ]
     sections: list[tuple[str, list[dict[str, Any]]]] = []
     seen: set[int] = set()
     if room is not None:
-        in_room = MemoryFilter(room=room, include_superseded=False, current_at=now)
+        in_room = MemoryFilter(room=room, include_superseded=False, current_at=now, expired=False, wings=wings)
         header.append(f"This project (room {room!r}): {palace.store.count(memory_filter=in_room)} current memories.")
         newest = [
             public_memory(p.id, p.payload) for p in palace.store.recent(memory_filter=in_room, limit=PROJECT_MEMORIES)
@@ -62,7 +67,7 @@ def context(room: str | None) -> dict[str, Any]:
         sections.append((f"Newest in room {room!r}:", newest))
         seen.update(memory["id"] for memory in newest)
     for hall in KEPT_HALLS:
-        hall_filter = MemoryFilter(hall=hall, include_superseded=False, current_at=now)
+        hall_filter = MemoryFilter(hall=hall, include_superseded=False, current_at=now, expired=False, wings=wings)
         found = [
             public_memory(p.id, p.payload) for p in palace.store.recent(memory_filter=hall_filter, limit=PER_KEPT_HALL)
         ]
@@ -73,16 +78,25 @@ def context(room: str | None) -> dict[str, Any]:
         ]
         sections.append(("Newest memories:", [memory for memory in newest if memory["id"] not in seen]))
     lines = [*header]
+    shown: dict[str, int] = {}  # line -> memory id, for the audit of what the budget let through
     for title, memories in sections:
         if memories:
             lines.append(title)
-            lines.extend(_line(memory) for memory in memories)
+            for memory in memories:
+                line = _line(memory)
+                shown[line] = memory["id"]
+                lines.append(line)
     lines.append("Search with palace_find; palace_recall fetches a whole memory by id.")
     text = ""
+    sent: list[int] = []
     for line in lines:  # whole lines only, within the budget
         if len(text) + len(line) + 1 > MAX_CHARS:
             break
         text += line + "\n"
+        if line in shown:
+            sent.append(shown[line])
+    if actor is not None:
+        audit.record_read(operation="wake_up_http", actor=actor, filters={"room": room}, result_ids=sent)
     return {"context": text.rstrip("\n"), "room": room}
 
 

@@ -57,6 +57,9 @@ class PalazzoEnvironment:
     halls: tuple[str, ...] = field(default=DEFAULT_HALLS)
     allow_insecure: bool = False
     index_after: int = 5000
+    redaction_mode: str = "enforce"
+    redaction_packs: tuple[str, ...] = ("secrets",)
+    audit_query_plain: bool = False
     remote_url: str | None = None
     remote_token: str | None = None
     remote_timeout_seconds: float = 10.0
@@ -146,6 +149,17 @@ def _path(name: str, raw: str) -> Path:
     return Path(raw.strip()).expanduser()
 
 
+def _redaction_packs(name: str, raw: str) -> tuple[str, ...]:
+    from palace.redaction import RedactionConfigError, resolve_packs
+
+    packs = tuple(word.strip() for word in raw.split(",") if word.strip())
+    try:
+        resolve_packs(packs)
+    except RedactionConfigError as exc:
+        raise _fail(name, raw, str(exc)) from None
+    return packs
+
+
 def _device(name: str, raw: str) -> str:
     value = raw.strip()
     if not DEVICE_PATTERN.fullmatch(value):
@@ -219,6 +233,9 @@ def read_environment(environ: Mapping[str, str] | None = None) -> PalazzoEnviron
         halls=halls,
         allow_insecure=get("PALAZZO_ALLOW_INSECURE", _boolean, False),
         index_after=get("PALAZZO_INDEX_AFTER", _count, 5000),
+        redaction_mode=get("PALAZZO_REDACTION_MODE", _choice(("enforce", "dry-run", "off")), "enforce"),
+        redaction_packs=get("PALAZZO_REDACTION_PACKS", _redaction_packs, ("secrets",)),
+        audit_query_plain=get("PALAZZO_AUDIT_QUERY_PLAIN", _boolean, False),
         remote_url=get("PALAZZO_URL", _url, None),
         remote_token=(env.get("PALAZZO_TOKEN") or "").strip() or None,
         remote_timeout_seconds=get("PALAZZO_REMOTE_TIMEOUT", _positive_float, 10.0),

@@ -12,6 +12,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcpserver.server import build_server, open_palace
 from palace import feeder, runtime
+from palace.audit import stop_audit_writer
 from palace.errors import PalaceError
 from palace.gain import stop_usage_writer
 from palace.routes.ingest import limit_ingest_body
@@ -99,5 +100,6 @@ class PalazzoApplication:
                 pass
         await anyio.to_thread.run_sync(feeder.stop_spool_watcher)
         await anyio.to_thread.run_sync(stop_usage_writer)
+        await anyio.to_thread.run_sync(stop_audit_writer)
         await anyio.to_thread.run_sync(runtime.close_palace)
         await send({"type": "lifespan.shutdown.complete"})

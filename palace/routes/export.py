@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 
 import anyio.to_thread
@@ -10,6 +11,7 @@ from django.http.response import HttpResponseBase
 from ninja import Router
 
 from palace import ingest as ingest_service
+from palace.auth import token_wings, writer
 from palace.errors import PalaceError
 from palace.routes.ingest import NDJSON, stream_from_thread
 
@@ -47,7 +49,12 @@ def _parts(memories: Iterator[dict[str, object]]) -> Iterator[bytes]:
 async def export(request: HttpRequest) -> HttpResponseBase:
     """Stream every memory as JSON Lines."""
     try:
-        memories = await anyio.to_thread.run_sync(ingest_service.export_memories)
+        actor = writer(request, f"http:{request.META.get('REMOTE_ADDR') or 'unknown'}")
+        memories = await anyio.to_thread.run_sync(
+            functools.partial(
+                ingest_service.export_memories, actor=actor, operation="http_export", wings=token_wings(request)
+            )
+        )
     except PalaceError as exc:
         return HttpResponse(f"cannot export: {exc}\n", status=503, content_type="text/plain; charset=utf-8")
     response = StreamingHttpResponse(stream_from_thread(_parts(memories)), content_type=NDJSON)

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.http import HttpRequest, JsonResponse
 from ninja import Router
 
@@ -134,6 +135,13 @@ def feed(request: HttpRequest) -> JsonResponse:
     final, dry_run = body.get("final", False), body.get("dry_run", False)
     if type(final) is not bool or type(dry_run) is not bool:
         return _error(400, "final and dry_run: must be true or false")
+    wings = auth.token_wings(request)
+    if wings is not None and settings.PALAZZO.feed_wing not in wings:
+        return _error(
+            403,
+            f"wing: fed memories go to {settings.PALAZZO.feed_wing!r} (PALAZZO_FEED_WING), outside this token's "
+            f"wings ({', '.join(wings)}): nothing was written",
+        )
     try:
         transcript, parent = transcript_from_json(harness, body.get("transcript"))
         identity = auth.request_identity(request)
@@ -158,7 +166,8 @@ def wake_up(request: HttpRequest, room: str | None = None) -> JsonResponse:
             room = _string({"room": room.strip()}, "room", required=True, limit=feeding.MAX_TAG_CHARS)
         except InvalidInput:
             return _error(400, "room: must be 1-64 characters of valid UTF-8, without NUL")
+    actor = auth.writer(request, f"http:{request.META.get('REMOTE_ADDR') or 'unknown'}")
     try:
-        return JsonResponse(wakeup.context(room))
+        return JsonResponse(wakeup.context(room, wings=auth.token_wings(request), actor=actor))
     except PalaceError as exc:
         return _error(503, str(exc))

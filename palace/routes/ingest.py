@@ -83,17 +83,18 @@ def _too_large() -> HttpResponse:
 
 def _lines(reports: Iterator[ingest_service.ChunkReport]) -> Iterator[bytes]:
     running = ingest_service.empty_counts()
+    redactions: dict[str, int] = {}
     try:
         for report in reports:
             yield (json.dumps(report.as_line()) + "\n").encode()
             if report.error is not None:
                 return
-            running = report.running
+            running, redactions = report.running, report.running_redactions
     except Exception as exc:  # a bug, not a PalaceError: still close the stream with a line saying so
         logger.exception("ingest failed")
         yield (json.dumps({"chunk": None, "error": f"internal error: {type(exc).__name__}: {exc}"}) + "\n").encode()
         return
-    yield (json.dumps(ingest_service.done_line(running)) + "\n").encode()
+    yield (json.dumps(ingest_service.done_line(running, redactions)) + "\n").encode()
 
 
 async def stream_from_thread(parts: Iterator[bytes]) -> AsyncIterator[bytes]:
@@ -124,9 +125,10 @@ async def ingest(request: HttpRequest, skip_duplicates: bool = False) -> HttpRes
     if first.error is not None:
         return _plain(400, f"the body is not JSON Lines: line {first.number} {first.error}")
     added_by = auth.writer(request, HTTP_ADDED_BY)
+    wings = auth.token_wings(request)
     try:
         reports = await anyio.to_thread.run_sync(
-            lambda: ingest_service.ingest(lines=lines, skip_duplicates=skip_duplicates, added_by=added_by)
+            lambda: ingest_service.ingest(lines=lines, skip_duplicates=skip_duplicates, added_by=added_by, wings=wings)
         )
     except PalaceError as exc:
         return _plain(503, f"the palace cannot take writes: {exc}")

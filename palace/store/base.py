@@ -21,7 +21,7 @@ SPARSE = "bm25"
 NEEDS_EMBEDDING = "needs_embedding"
 NEEDS_EMBEDDING_PENDING = "pending"  # a string: Edge's MatchValue does not match payload booleans
 KEYWORD_INDEXES = ("wing", "category", "room", "hall", "session", "added_by", "text_hash")
-DATETIME_INDEXES = ("timestamp", "valid_until")
+DATETIME_INDEXES = ("timestamp", "valid_until", "expires_at")
 # Every payload index a collection gets, with its kind ("keyword" or "datetime"), in creation order.
 PAYLOAD_INDEXES = tuple((key, "keyword") for key in KEYWORD_INDEXES) + tuple(
     (key, "datetime") for key in DATETIME_INDEXES
@@ -66,6 +66,8 @@ class MemoryFilter:
     ids: tuple[int, ...] | None = None
     text_hashes: tuple[str, ...] | None = None
     needs_embedding: bool = False  # only points stored while the embedder was down (no dense vector yet)
+    wings: tuple[str, ...] | None = None  # a wing-scoped token's wings: only memories in one of them
+    expired: bool | None = None  # at current_at: False hides memories whose expires_at has passed, True keeps only them
 
     def is_empty(self) -> bool:
         """True when no condition narrows the palace."""
@@ -82,9 +84,11 @@ class MemoryFilter:
                     self.ids,
                     self.text_hashes,
                     self.needs_embedding,
+                    self.wings is not None,
                 )
             )
             and self.include_superseded
+            and self.expired is None
         )
 
 

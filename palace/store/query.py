@@ -135,6 +135,14 @@ def filter_conditions(memory_filter: MemoryFilter) -> tuple[Condition, ...]:
         must.append(
             AnyOf((IsNull("valid_until"), IsEmpty("valid_until"), TimeRange("valid_until", gt=whole_second(now))))
         )
+    if memory_filter.wings is not None:
+        must.append(MatchAny("wing", tuple(memory_filter.wings)))
+    if memory_filter.expired is not None:
+        moment = whole_second(memory_filter.current_at or datetime.now(UTC))
+        if memory_filter.expired:
+            must.append(TimeRange("expires_at", lte=moment))
+        else:
+            must.append(AnyOf((IsNull("expires_at"), IsEmpty("expires_at"), TimeRange("expires_at", gt=moment))))
     return tuple(must)
 
 

@@ -62,6 +62,7 @@ def test_it_streams_a_line_per_chunk_while_later_chunks_are_processed(server: Ru
         "done": True,
         "total": 1101,
         "counts": {"stored": 1100, "duplicates_returned": 0, "skipped_duplicates": 0, "failed": 1},
+        "redactions": {},
     }
     assert lines[-2]["failed"] == [{"line": 1101, "error": lines[-2]["failed"][0]["error"]}]
     assert lines[0]["running"]["stored"] == 256  # the first line came when only one chunk was done...

@@ -53,6 +53,7 @@ def test_it_ingests_a_file_in_chunks_and_reports_every_line(palace: Palace, tmp_
         "done": True,
         "total": 303,
         "counts": {"stored": 300, "duplicates_returned": 1, "skipped_duplicates": 0, "failed": 2},
+        "redactions": {},
     }
     by_line = {result["line"]: result for result in results}
     assert by_line[13]["status"] == "failed" and "not valid JSON" in by_line[13]["error"]

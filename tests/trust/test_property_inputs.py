@@ -20,7 +20,7 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from mcpserver.server import _parse_arguments
-from mcpserver.tools import TOOLS, ToolSpec
+from mcpserver.tools import TOOLS, Caller, ToolSpec
 from palace.errors import ExpectedCountMismatch, InvalidInput
 from palace.models import JournalEntry
 from palace.runtime import Palace
@@ -178,7 +178,7 @@ def _counts(palace: Palace) -> tuple[int, int]:
 def _call(spec: ToolSpec, arguments: dict[str, Any]) -> dict[str, Any]:
     """What the tool layer does with arguments, minus the transport: parse, make the one palace call, validate."""
     schema = spec.input_schema(settings.PALAZZO)
-    data = spec.call(_parse_arguments(spec, schema, arguments), "hypothesis/1")
+    data = spec.call(_parse_arguments(spec, schema, arguments), Caller(added_by="hypothesis/1"))
     spec.output_model.model_validate(data)
     return data
 

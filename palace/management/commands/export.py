@@ -9,6 +9,7 @@ from typing import IO, Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from palace import ingest as ingest_service
+from palace.audit import command_actor
 from palace.errors import PalaceError
 from palace.management.database import prepare_database
 
@@ -23,7 +24,7 @@ class Command(BaseCommand):
         count = 0
         prepare_database(required=False)
         try:
-            memories = ingest_service.export_memories()
+            memories = ingest_service.export_memories(actor=command_actor("export"))
             with ExitStack() as stack:
                 sink: IO[str] = (
                     stack.enter_context(open(options["out"], "w", encoding="utf-8")) if options["out"] else sys.stdout

@@ -65,6 +65,7 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         started = time.perf_counter()
         running = ingest_service.empty_counts()
+        redactions: dict[str, int] = {}
         failures = reassigned = 0
         error = None
         with tqdm(total=total, unit="point", file=sys.stderr, disable=not sys.stderr.isatty()) as bar:
@@ -72,7 +73,7 @@ class Command(BaseCommand):
                 if report.error is not None:
                     error = f"chunk {report.chunk}: {report.error}"
                     break
-                running = report.running
+                running, redactions = report.running, report.running_redactions
                 bar.update(len(report.results))
                 for result in report.results:
                     if options["json"]:
@@ -88,9 +89,9 @@ class Command(BaseCommand):
                     if not options["json"] and failures + reassigned <= SHOWN_FAILURES:
                         self.stderr.write(message)
         if options["json"]:
-            self.stdout.write(json.dumps(ingest_service.done_line(running)))
+            self.stdout.write(json.dumps(ingest_service.done_line(running, redactions)))
         self.stderr.write(
-            summary(running, time.perf_counter() - started).replace("ingest:", "import_qdrant:", 1)
+            summary(running, time.perf_counter() - started, redactions).replace("ingest:", "import_qdrant:", 1)
             + f"; {reassigned} points got new ids (their old ids were not integers >= 1000000000)"
         )
         if error:

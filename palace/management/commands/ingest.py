@@ -20,14 +20,15 @@ from palace.management.database import held_palace_error, prepare_database
 SHOWN_FAILURES = 20
 
 
-def summary(counts: dict[str, int], seconds: float) -> str:
+def summary(counts: dict[str, int], seconds: float, redactions: dict[str, int] | None = None) -> str:
     """The one-line outcome of a run."""
     total = sum(counts.values())
     rate = total / seconds if seconds > 0 else 0.0
+    redacted = ", ".join(f"{rule} {count}" for rule, count in sorted((redactions or {}).items()))
     return (
         f"ingest: {total} items: {counts['stored']} stored, {counts['duplicates_returned']} duplicates returned, "
         f"{counts['skipped_duplicates']} duplicates skipped, {counts['failed']} failed "
-        f"({seconds:.1f} s, {rate:.0f} items/s)"
+        f"({seconds:.1f} s, {rate:.0f} items/s)" + (f"; redacted: {redacted}" if redacted else "")
     )
 
 
@@ -71,11 +72,13 @@ class Command(BaseCommand):
             else:
                 counts, errors = self._local(options, source, bar)
             bar.close()
-        self.stderr.write(summary(counts, time.perf_counter() - started))
+        self.stderr.write(summary(counts, time.perf_counter() - started, self._redactions))
         if errors:
             self.stderr.write(f"ingest stopped: {errors}")
         if errors or counts["failed"]:
             raise SystemExit(1)
+
+    _redactions: dict[str, int] = {}  # replaced per run, never mutated
 
     def _open(self, path: str) -> IO[bytes]:
         try:
@@ -112,7 +115,7 @@ class Command(BaseCommand):
         for report in reports:
             if report.error is not None:
                 return running, f"chunk {report.chunk}: {report.error}"
-            running = report.running
+            running, self._redactions = report.running, report.running_redactions
             bar.update(len(report.results))
             for result in report.results:
                 if options["json"]:
@@ -120,7 +123,7 @@ class Command(BaseCommand):
                 elif result["status"] == "failed":
                     self._failure(shown, result["line"], result["error"])
         if options["json"]:
-            self.stdout.write(json.dumps(ingest_service.done_line(running)))
+            self.stdout.write(json.dumps(ingest_service.done_line(running, self._redactions)))
         return running, None
 
     def _remote(self, options: dict[str, Any], source: IO[bytes], bar: Any) -> tuple[dict[str, int], str | None]:
@@ -151,6 +154,7 @@ class Command(BaseCommand):
                     if "error" in line:
                         return running, f"chunk {line['chunk']}: {line['error']}"
                     if line.get("done"):
+                        self._redactions = line.get("redactions") or {}
                         return line["counts"], None
                     running = line["running"]
                     bar.update(line["items_in_chunk"])

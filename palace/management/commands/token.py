@@ -25,6 +25,9 @@ class Command(BaseCommand):
         create.add_argument("name")
         create.add_argument("--scope", choices=tokens.SCOPES, default="write")
         create.add_argument("--owner", default="", help="Who holds the token (free text).")
+        create.add_argument(
+            "--wings", help="comma-separated wings: the token reads and writes only these (default: every wing)"
+        )
         listing = sub.add_parser("list", help="List tokens (never their secrets).")
         listing.add_argument("--json", action="store_true")
         revoke = sub.add_parser("revoke", help="Revoke a token: it stops working at once.")
@@ -34,7 +37,10 @@ class Command(BaseCommand):
         prepare_database()
         try:
             if options["action"] == "create":
-                token = tokens.create_token(name=options["name"], scope=options["scope"], owner=options["owner"])
+                wings = options["wings"].split(",") if options["wings"] is not None else None
+                token = tokens.create_token(
+                    name=options["name"], scope=options["scope"], owner=options["owner"], wings=wings
+                )
                 self.stderr.write(
                     f"created {token['scope']} token {token['name']!r}; its secret is shown once, store it now:"
                 )
@@ -44,11 +50,14 @@ class Command(BaseCommand):
                 if options["json"]:
                     self.stdout.write(json.dumps(rows, default=_when, indent=2))
                     return
-                self.stdout.write(f"{'NAME':<24} {'SCOPE':<6} {'OWNER':<20} {'CREATED':<26} {'LAST USED':<26} REVOKED")
+                self.stdout.write(
+                    f"{'NAME':<24} {'SCOPE':<6} {'OWNER':<20} {'CREATED':<26} {'LAST USED':<26} {'REVOKED':<26} WINGS"
+                )
                 for row in rows:
                     self.stdout.write(
                         f"{row['name']:<24} {row['scope']:<6} {row['owner'][:20]:<20} {_when(row['created_at']):<26} "
-                        f"{_when(row['last_used_at']):<26} {_when(row['revoked_at'])}"
+                        f"{_when(row['last_used_at']):<26} {_when(row['revoked_at']):<26} "
+                        f"{','.join(row['wings']) or 'all'}"
                     )
             else:
                 token = tokens.revoke_token(name=options["name"])
