@@ -43,7 +43,7 @@ def test_it_keeps_a_wing_scoped_token_inside_its_wings(tmp_path: Path) -> None:
             found = client.ok("palace_find", {"query": "password", "limit": 10})["results"]
             recalled = client.ok("palace_recall", {"ids": [personal["id"], project["id"]]})
             status = client.ok("palace_status")
-            taxonomy = client.ok("palace_taxonomy")
+            browsed = client.ok("palace_browse", {"limit": 50})["memories"]
             deleted = client.ok("palace_delete", {"ids": [personal["id"]], "reason": "try", "confirm": True})
             wake_up = json.loads(client.portal.call(client.client.read_resource, "palace://wake-up").contents[0].text)
         headers = {"Authorization": f"Bearer {scoped}"}
@@ -70,7 +70,8 @@ def test_it_keeps_a_wing_scoped_token_inside_its_wings(tmp_path: Path) -> None:
     }
     assert recalled["missing"] == [personal["id"]] and [m["id"] for m in recalled["memories"]] == [project["id"]]
     assert status["total"] == 2 and status["wings"] == {"projects": 1, "infrastructure": 1}
-    assert set(taxonomy["wings"]) == {"projects", "infrastructure"}
+    assert set(status["rooms"]) == {m["room"] for m in browsed}  # the rooms of its wings only
+    assert {m["wing"] for m in browsed} == {"projects", "infrastructure"}
     assert deleted["counts"] == {"deleted": 0, "missing": 1}
     assert {m["wing"] for m in wake_up["recent"]} == {"projects", "infrastructure"}
     assert wake_up["status"]["total"] == 2

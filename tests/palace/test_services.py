@@ -10,7 +10,7 @@ import pytest
 from django.conf import settings
 
 from palace import applier, runtime, selectors, services, verify
-from palace.errors import ConfirmationRequired, ExpectedCountMismatch, InvalidInput
+from palace.errors import ConfirmationRequired, ExpectedCountMismatch, InvalidInput, OutsideScope
 from palace.forms import MAX_TEXT_BYTES
 from palace.models import JournalEntry
 from palace.runtime import Palace
@@ -286,7 +286,7 @@ def test_it_supersedes_inheriting_every_field_left_out_on_both_stores(any_palace
     assert (new["text"], new["supersedes"]) == ("The VPN runs on port 443", [old["id"], other["id"]])
     assert new["valid_from"] > old["timestamp"]
     recalled = selectors.recall(ids=[new["id"]])["memories"][0]
-    assert recalled == new
+    assert recalled == new | {"expired": False}
 
     moved = services.supersede(supersedes=[new["id"]], reason="filed under network", room="Network ")["memory"]
     assert (moved["text"], moved["room"], moved["hall"]) == ("The VPN runs on port 443", "network", "decisions")
@@ -294,6 +294,43 @@ def test_it_supersedes_inheriting_every_field_left_out_on_both_stores(any_palace
     dated = services.supersede(supersedes=[moved["id"]], reason="r", timestamp="2026-01-01T00:00:00+01:00")
     assert dated["memory"]["timestamp"] == "2025-12-31T23:00:00Z"
     assert selectors.find(query="VPN port", limit=5)["results"][0]["id"] == dated["memory"]["id"]
+
+
+AWS_KEY = "AKIAZ7Q3XK2M4PLW9RTE"
+
+
+def test_it_supersedes_inheriting_expiry_redacted_and_inside_the_tokens_wings(palace: Palace) -> None:
+    old = services.store(**memory("The staging token rotates", wing="projects"), ttl_days=30)
+    kept = services.supersede(supersedes=[old["id"]], reason="weekly now", text="The staging token rotates weekly")
+    assert kept["memory"]["expires_at"] == old["expires_at"] is not None
+    shorter = services.supersede(supersedes=[kept["memory"]["id"]], reason="r", ttl_days=1)["memory"]
+    assert shorter["text"] == "The staging token rotates weekly" and shorter["expires_at"] < old["expires_at"]
+    with pytest.raises(InvalidInput, match="ttl_days"):
+        services.supersede(supersedes=[shorter["id"]], reason="r", ttl_days=1, expires_at="2099-01-01T00:00:00Z")
+
+    secret = services.supersede(supersedes=[shorter["id"]], reason=f"leaked {AWS_KEY}", text=f"key {AWS_KEY}")
+    assert secret["redactions"] == {"aws_access_key": 2}
+    assert AWS_KEY not in json.dumps(secret) and "[REDACTED:aws_access_key]" in secret["memory"]["text"]
+    entry = JournalEntry.objects.filter(operation=JournalEntry.Operation.SUPERSEDE).latest("id")
+    assert AWS_KEY not in json.dumps(entry.payload) and AWS_KEY not in entry.reason
+
+    personal = services.store(**memory("A personal note", wing="personal"))
+    with pytest.raises(InvalidInput, match="none of the ids exist"):
+        services.supersede(supersedes=[personal["id"]], reason="r", text="taken over", wings=("projects",))
+    with pytest.raises(OutsideScope, match="outside this token's wings"):
+        services.supersede(supersedes=[secret["memory"]["id"]], reason="r", wing="personal", wings=("projects",))
+    assert selectors.recall(ids=[personal["id"], secret["memory"]["id"]])["memories"][1]["valid_until"] is None
+
+
+def test_it_redacts_and_scopes_batch_items_filled_from_defaults(palace: Palace) -> None:
+    defaults = {"category": "technical", "wing": "projects", "room": "keys", "hall": "facts", "session": AWS_KEY}
+    batch = services.store_batch(
+        items=[{"text": "first"}, {"text": "second", "wing": "personal"}], defaults=defaults, wings=("projects",)
+    )
+    assert [item["status"] for item in batch["items"]] == ["stored", "failed"]
+    assert "outside this token's wings" in batch["items"][1]["error"]
+    stored = batch["items"][0]["memory"]
+    assert stored["session"] == "[REDACTED:aws_access_key]" and batch["redactions"] == {"aws_access_key": 1}
 
 
 def test_it_names_an_inherited_value_the_vocabulary_no_longer_allows(palace: Palace) -> None:
