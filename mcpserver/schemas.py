@@ -100,10 +100,10 @@ def memory_properties(env: PalazzoEnvironment) -> Schema:
         "session": _tag("Conversation or work session."),
         "source_file": {"type": "string", "maxLength": 1024, "description": "File it is about."},
         "timestamp": _timestamp(f"When it happened, e.g. {EXAMPLE}; default now."),
-        # expires_at or ttl_days: the name and format say enough, and ttl_days' bounds (> 0, at most
-        # MAX_TTL_DAYS) are the form's to enforce and explain; every character here is in each session's context.
-        "expires_at": {"type": "string", "format": "date-time"},
-        "ttl_days": {"type": "number", "description": "Days until expiry; or expires_at."},
+        # Terse, and ttl_days' bounds (> 0, at most MAX_TTL_DAYS) are the form's to enforce and explain:
+        # every character here is in each session's context, three times over (store, batch, supersede).
+        "expires_at": _timestamp("Expiry."),
+        "ttl_days": {"type": "number", "description": "Or days to expiry."},
     }
 
 
