@@ -72,7 +72,7 @@ def test_it_runs_hardened_as_the_palazzo_user() -> None:
 def test_it_documents_every_environment_variable_in_the_env_template() -> None:
     parsed = (ROOT / "palazzo_site" / "environment.py").read_text()
     template = (ROOT / "deploy" / "palazzo.env.example").read_text()
-    names = set(re.findall(r'get\("([A-Z_]+)"', parsed))
+    names = set(re.findall(r'(?:get|vocabulary_value)\("([A-Z_]+)"', parsed))
     assert names, "no variables found in environment.py"
     missing = sorted(name for name in names if name not in template)
     assert not missing, f"deploy/palazzo.env.example does not document {missing}"
