@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -162,6 +163,9 @@ def test_it_keeps_finds_answering_while_a_megabyte_transcript_is_fed(palace: Pal
         selectors.find(query="escapement pendulum", limit=3)
         if not finished.is_set():
             finds_during_feed += 1
+        # Paced like an agent: the test database is SQLite's shared-cache memory database, where a write
+        # meeting another thread's (each find appends its audit record) fails at once instead of waiting.
+        time.sleep(0.02)
     feeder.join()
     assert outcome["report"].stored == 100  # type: ignore[attr-defined]
     # Finds never wait for the whole feed: they answer between (and during) its batches.
