@@ -221,14 +221,18 @@ class Redactor:
         """Whether texts are inspected at all."""
         return self.mode != "off" and bool(self.rules)
 
-    def scan(self, text: str) -> tuple[str, Counter[str]]:
-        """The text with every match replaced, and the count per rule (the text as given in dry-run)."""
+    def scan(self, text: str, *, any_case: bool = False) -> tuple[str, Counter[str]]:
+        """The text with every match replaced, and the count per rule (the text as given in dry-run).
+
+        any_case matches every rule whatever the letters' case: for values already casefolded.
+        """
         counts: Counter[str] = Counter()
         if not self.active or not text:
             return text, counts
         redacted = text
         for rule in self.rules:
-            redacted = rule.pattern.sub(functools.partial(_replace, rule, counts=counts), redacted)
+            pattern = _any_case(rule.pattern) if any_case else rule.pattern
+            redacted = pattern.sub(functools.partial(_replace, rule, counts=counts), redacted)
         return (redacted if self.mode == "enforce" else text), counts
 
     def record(self, fields: dict[str, Any]) -> Counter[str]:
@@ -237,7 +241,8 @@ class Redactor:
         for key in REDACTED_FIELDS:
             value = fields.get(key)
             if isinstance(value, str) and value:
-                fields[key], counts = self.scan(value)
+                # A room arrives in its canonical, casefolded form: "AKIA..." reads "akia..." there.
+                fields[key], counts = self.scan(value, any_case=key == "room")
                 total.update(counts)
         return total
 
@@ -252,6 +257,11 @@ class Redactor:
         if isinstance(value, Mapping):
             return {key: self.deep(item, counts) for key, item in value.items()}
         return value
+
+
+@functools.lru_cache(maxsize=256)
+def _any_case(pattern: re.Pattern[str]) -> re.Pattern[str]:
+    return re.compile(pattern.pattern, pattern.flags | re.IGNORECASE)
 
 
 def _replace(rule: Rule, match: re.Match[str], *, counts: Counter[str]) -> str:

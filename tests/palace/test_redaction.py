@@ -245,6 +245,18 @@ def test_it_redacts_store_before_dedup_vectors_and_journal(palace: Palace) -> No
     assert all(AWS_KEY not in hit["text"] for hit in hits)
 
 
+def test_it_redacts_a_secret_in_a_room_although_rooms_are_casefolded(palace: Palace) -> None:
+    # The room's canonical form reads "keys akiaz7q3..."; the key's rule must still see it.
+    stored = services.store(**memory("the NAS keys live here", room=f"Keys {AWS_KEY}"))
+
+    assert stored["redactions"] == {"aws_access_key": 1}
+    assert AWS_KEY.lower() not in stored["room"].lower()
+    payloads = json.dumps(list(JournalEntry.objects.values_list("payload", flat=True)))
+    assert AWS_KEY.lower() not in payloads.lower()
+    [recalled] = selectors.recall(ids=[stored["id"]])["memories"]
+    assert recalled["room"].lower() == "keys [redacted:aws_access_key]"
+
+
 def test_it_redacts_batches_supersedes_and_restores(palace: Palace) -> None:
     batch = services.store_batch(
         items=[memory("clean fact"), memory(f"jwt {JWT}", room="password=room-secret"), {"text": 3}]
