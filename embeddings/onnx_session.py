@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from embeddings.heap import release_free_memory
+
 # Texts per ONNX run. The int8 model's working memory jumps between 16 and 32 texts per run
 # (+34 MiB at 16, +79 MiB at 32, +21 MiB at 8 over the loaded session, measured) while throughput
 # per text does not grow past a few texts, so a bulk pass runs in pieces of 8, `threads` at a time.
@@ -49,9 +51,13 @@ class ClsOnnxModel:
         # 2-core machine), while parallel runs kept both cores busy (140-220 texts/s against 73).
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
-        # The arena keeps its high-water mark forever; without it RSS follows the current batch.
-        options.enable_cpu_mem_arena = False
+        # The arena keeps its high-water mark, which runs of at most RUN_TEXTS texts bound (+47 MiB
+        # over the loaded session, two runs in parallel). Without it every run's buffers went through
+        # malloc, whose per-thread heaps kept 100-150 MiB after a bulk pass; returning those blocks
+        # to the system at once instead (a fixed mmap threshold) halved bulk throughput.
+        options.enable_cpu_mem_arena = True
         self._session = ort.InferenceSession(str(model_file), sess_options=options, providers=["CPUExecutionProvider"])
+        release_free_memory()  # the model file's parse buffers, freed but kept by the heap
         self._inputs = {node.name for node in self._session.get_inputs()}
         self._threads = max(1, threads)
         self._pool: ThreadPoolExecutor | None = None
