@@ -21,16 +21,13 @@ from palace.forms import (
     FIRST_MEMORY_ID,
     MAX_BATCH_ITEMS,
     MAX_MEMORY_ID,
-    MAX_SUPERSEDE_IDS,
-    IdListField,
     MemoryForm,
-    StrictCharField,
-    StrictIntegerField,
-    TimestampField,
+    form_field,
+    form_fields,
     strict_boolean,
     writer_stamp,
 )
-from palace.memories import MEMORY_FIELDS, public_memory
+from palace.memories import FIELDS, MEMORY_FIELDS, RESTORE_FIELDS, public_memory
 from palace.runtime import get_palace
 from palace.scope import Wings, refuse_outside
 from palace.store.base import MemoryFilter
@@ -52,13 +49,7 @@ class BodyTooLarge(PalaceError):
 class RestoreForm(MemoryForm):
     """One exported memory to restore under its own id, with its temporal fields."""
 
-    id = StrictIntegerField(minimum=FIRST_MEMORY_ID, maximum=MAX_MEMORY_ID)
-    valid_from = TimestampField(required=False)
-    valid_until = TimestampField(required=False)
-    superseded_by = StrictIntegerField(minimum=FIRST_MEMORY_ID, maximum=MAX_MEMORY_ID, required=False, default=None)
-    superseded_reason = StrictCharField(required=False, max_length=1000, strip=True)
-    supersedes = IdListField(maximum=MAX_SUPERSEDE_IDS, required=False)
-    added_by = StrictCharField(required=False, max_length=200, strip=False)
+    locals().update(form_fields(RESTORE_FIELDS, optional=True) | {"id": form_field(FIELDS["id"], required=True)})
     allow_past_expiry = True  # an export may hold memories that expired and were not yet deleted
 
 

@@ -38,7 +38,7 @@ from palace.forms import (
 from palace.ids import reserve_existing_ids
 from palace.journal import preview
 from palace.locks import write_lock as _write_lock
-from palace.memories import public_memory, text_hash
+from palace.memories import BATCH_DEFAULT_KEYS, INHERITED_KEYS, SCHEMA_KEYS, public_memory, text_hash
 from palace.models import JournalEntry
 from palace.points import build_points as _points
 from palace.points import embed_or_defer as _embed_or_defer
@@ -47,8 +47,6 @@ from palace.store.base import MemoryFilter, StoredPoint
 from palace.timefmt import format_rfc3339, utc_now
 
 logger = logging.getLogger(__name__)
-
-SCHEMA_KEYS = ("text", "category", "wing", "room", "hall", "session", "source_file")
 
 
 def _redact(fields: dict[str, Any]) -> dict[str, int]:
@@ -189,7 +187,7 @@ def _batch_defaults(defaults: Any) -> dict[str, Any]:
     if defaults is None:
         return {}
     if not isinstance(defaults, dict):
-        raise InvalidInput.single("defaults", "must be an object of category, wing, room, hall, session, source_file")
+        raise InvalidInput.single("defaults", f"must be an object of {', '.join(BATCH_DEFAULT_KEYS)}")
     try:
         BatchDefaultsForm(defaults).parsed()
     except InvalidInput as exc:
@@ -452,7 +450,7 @@ def supersede(
             )
         first = next(found[memory_id] for memory_id in fields["supersedes"] if memory_id in found)
         # expires_at is inherited like the rest unless the correction gives expires_at or ttl_days.
-        inherited = {key: first.payload.get(key) for key in (*SCHEMA_KEYS, "timestamp", "expires_at")}
+        inherited = {key: first.payload.get(key) for key in INHERITED_KEYS}
         merged = inherited | {key: value for key, value in given.items() if value is not None}
         try:
             memory = MemoryForm({key: value for key, value in merged.items() if value is not None}).parsed()
