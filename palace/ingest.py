@@ -27,7 +27,7 @@ from palace.forms import (
     strict_boolean,
     writer_stamp,
 )
-from palace.memories import FIELDS, MEMORY_FIELDS, RESTORE_FIELDS, public_memory
+from palace.memories import FIELDS, MEMORY_FIELDS, RESTORE_FIELDS, STORED_FIELDS, Kind, public_memory
 from palace.runtime import get_palace
 from palace.scope import Wings, refuse_outside
 from palace.store.base import MemoryFilter
@@ -37,6 +37,7 @@ CHUNK_SIZE = MAX_BATCH_ITEMS
 # A memory is at most 32 KB of text; even fully \u-escaped it stays well under this.
 MAX_LINE_BYTES = 1024 * 1024
 COUNT_KEYS = ("stored", "duplicates_returned", "skipped_duplicates", "failed")
+TIMESTAMP_KEYS = tuple(field.name for field in STORED_FIELDS if field.kind is Kind.TIMESTAMP)
 _STATUS_COUNT = {"stored": "stored", "duplicate": "duplicates_returned", "skipped": "skipped_duplicates"}
 
 
@@ -193,7 +194,7 @@ def _restore_record(item: dict[str, Any]) -> dict[str, Any]:
     fields = RestoreForm(given).parsed()
     record: dict[str, Any] = {key: fields.get(key) or None for key in MEMORY_FIELDS}
     record.update(id=fields["id"], text=fields["text"])
-    for key in ("timestamp", "valid_from", "valid_until", "expires_at"):
+    for key in TIMESTAMP_KEYS:
         if fields.get(key):
             record[key] = format_rfc3339(fields[key])
     record["timestamp"] = record["timestamp"] or format_rfc3339(utc_now())

@@ -38,7 +38,7 @@ from palace.forms import (
 from palace.ids import reserve_existing_ids
 from palace.journal import preview
 from palace.locks import write_lock as _write_lock
-from palace.memories import BATCH_DEFAULT_KEYS, INHERITED_KEYS, SCHEMA_KEYS, public_memory, text_hash
+from palace.memories import BATCH_DEFAULT_KEYS, FILTER_KEYS, INHERITED_KEYS, SCHEMA_KEYS, public_memory, text_hash
 from palace.models import JournalEntry
 from palace.points import build_points as _points
 from palace.points import embed_or_defer as _embed_or_defer
@@ -627,7 +627,7 @@ def delete_by_filter(
             payload={
                 "ids": ids,
                 "memories": [public_memory(p.id, p.payload) for p in matched],
-                "filter": {key: raw[key] for key in ("wing", "category", "room", "hall", "since", "until") if raw[key]},
+                "filter": {key: raw[key] for key in (*FILTER_KEYS, "since", "until") if raw[key]},
             },
             memory_ids=ids,
             added_by=added_by,
