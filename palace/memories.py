@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,7 +44,7 @@ class Kind(enum.Enum):
     IDS = "ids"  # memory ids, without repeats, at most max_length
     DAYS = "days"  # a number of days > 0, at most MAX_TTL_DAYS
     FLAG = "flag"  # true or false
-    SCORE = "score"  # a number
+    SCORE = "score"  # a search result's relevance, a number
 
 
 class Group(enum.IntEnum):
@@ -233,8 +234,8 @@ _FIELDS = (
 FIELDS: dict[str, MemoryField] = {field.name: field for field in _FIELDS}
 
 
-def _by_group(fields: Any) -> tuple[MemoryField, ...]:
-    return tuple(sorted(fields, key=lambda field: field.group))
+def _by_group(fields: Iterable[MemoryField]) -> tuple[MemoryField, ...]:
+    return tuple(sorted(fields, key=lambda field: int(field.group or 0)))  # stable: declaration order within a group
 
 
 # A memory as the store keeps it and as callers get it, in this order.
@@ -247,7 +248,9 @@ RESTORE_FIELDS = _by_group(field for field in _FIELDS if field.restore_only)
 REQUIRED_FIELDS = tuple(field for field in WRITABLE_FIELDS if field.required)
 BATCH_DEFAULT_FIELDS = tuple(field for field in WRITABLE_FIELDS if field.batch_default)
 FILTER_FIELDS = tuple(
-    sorted((f for f in _FIELDS if f.filter_position is not None), key=lambda f: f.filter_position or 0)
+    sorted(
+        (field for field in _FIELDS if field.filter_position is not None), key=lambda field: field.filter_position or 0
+    )
 )
 
 MEMORY_FIELDS = tuple(field.name for field in STORED_FIELDS)
