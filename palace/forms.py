@@ -123,8 +123,8 @@ class TextField(StrictCharField):
 class TagField(StrictCharField):
     """A free-text tag such as room or session: trimmed, 1-64 characters."""
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(strip=True, max_length=MAX_TAG_CHARS, **kwargs)
+    def __init__(self, *, max_length: int = MAX_TAG_CHARS, **kwargs: Any) -> None:
+        super().__init__(strip=True, max_length=max_length, **kwargs)
 
 
 class RoomField(TagField):
@@ -335,9 +335,9 @@ def form_field(field: MemoryField, *, required: bool) -> forms.Field:
         assert field.vocabulary is not None
         return VocabularyField(field.vocabulary, required=required)
     if field.kind is Kind.ROOM:
-        return RoomField(required=required)
+        return RoomField(required=required, max_length=field.max_length or MAX_TAG_CHARS)
     if field.kind is Kind.TAG:
-        return TagField(required=required)
+        return TagField(required=required, max_length=field.max_length or MAX_TAG_CHARS)
     if field.kind is Kind.STRING:
         return StrictCharField(required=required, max_length=field.max_length, strip=field.strip)
     if field.kind is Kind.TIMESTAMP:

@@ -37,7 +37,7 @@ class Kind(enum.Enum):
     TEXT = "text"  # verbatim text, 1 byte to MAX_TEXT_BYTES of UTF-8, never trimmed
     VOCABULARY = "vocabulary"  # one of the deployment's values (settings.PALAZZO.<vocabulary>)
     ROOM = "room"  # a tag stored and matched in its canonical form (canonical_room)
-    TAG = "tag"  # free text, trimmed, 1 to MAX_TAG_CHARS characters
+    TAG = "tag"  # free text, trimmed, up to max_length characters (MAX_TAG_CHARS for every tag today)
     STRING = "string"  # free text up to max_length characters
     TIMESTAMP = "timestamp"  # RFC3339 with a zone, stored as UTC
     ID = "id"  # a memory id, FIRST_MEMORY_ID to MAX_MEMORY_ID

@@ -69,7 +69,7 @@ _MOOD = """    MemoryField(
         group=Group.FILING,
         batch_default=True,
         filter_position=4,
-        max_length=MAX_TAG_CHARS,
+        max_length=32,
     ),
     MemoryField(
         "valid_from","""
@@ -96,15 +96,16 @@ def test_it_shows_a_field_added_to_the_schema_in_every_form_tool_model_and_opena
     shown = json.loads(result.stdout)
     assert shown["forms"] == dict.fromkeys(shown["forms"], True)
     assert shown["restore_form"] and shown["cleaned"] == "calm"
-    assert shown["refused"] == "mood: must be at most 64 characters (it has 65)"
+    assert shown["refused"] == "mood: must be at most 32 characters (it has 65)"
     assert "set at least one of wing, category, room, hall, mood, since, until" in shown["empty_filter"]
-    tag = {"type": "string", "maxLength": 64}
+    tag = {"type": "string", "maxLength": 32}
     assert shown["store"] == shown["supersede"] == tag | {"description": "How it felt."}
     assert shown["batch_item"] == tag and shown["batch_defaults"] == {"type": "string"}
     assert shown["find"] == tag | {"description": "Only this mood."}
     assert "mood" in shown["result_model"]  # after session and source_file, as in every returned memory
     assert shown["payload"] == shown["public"] == "calm"
     assert shown["ingest_line"]["description"] == "How it felt." and shown["exported"]
+    assert shown["ingest_line"]["anyOf"][0]["maxLength"] == 32
 
 
 def test_it_takes_every_writable_field_as_a_keyword_of_the_write_api() -> None:
