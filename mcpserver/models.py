@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from mcp.server.mcpserver.utilities.func_metadata import StrictJsonSchema
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, create_model
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import core_schema
+
+from palace.memories import RETURNED_FIELDS, MemoryField, python_type
 
 
 class _NullableAsTypeList(StrictJsonSchema):
@@ -123,27 +125,29 @@ def _redactions() -> Any:
     return Field(default_factory=dict, description=REDACTIONS_DESCRIPTION)
 
 
-class Memory(BaseModel):
-    """One memory as the palace returns it; unset fields are null."""
+def _returned(field: MemoryField) -> tuple[Any, Any]:
+    kind = python_type(field)
+    if field.always:
+        return kind, Field(description=field.about)
+    return kind | None, Field(None, description=field.about)
 
-    id: int = Field(description="Memory id (>= 1000000000); pass it to palace_recall, palace_supersede, palace_delete.")
-    text: str = Field(description="The verbatim text.")
-    category: str | None = None
-    wing: str | None = None
-    room: str | None = None
-    hall: str | None = None
-    timestamp: str | None = Field(None, description="When it happened or was stored (RFC3339 UTC).")
-    session: str | None = None
-    source_file: str | None = None
-    valid_from: str | None = Field(None, description="Set on a memory created by palace_supersede.")
-    valid_until: str | None = Field(None, description="Set when the memory was superseded; null while current.")
-    superseded_by: int | None = Field(None, description="Id of the memory that replaced this one.")
-    superseded_reason: str | None = None
-    supersedes: list[int] | None = Field(None, description="Ids this memory replaced.")
-    added_by: str | None = Field(None, description="The MCP client that wrote it (name/version).")
-    expires_at: str | None = Field(None, description="When it expires (RFC3339 UTC); null = never.")
-    expired: bool | None = Field(None, description="palace_recall: true when expires_at has passed (hidden from find).")
-    score: float | None = Field(None, description="Similarity score (search results only).")
+
+def memory_model() -> type[BaseModel]:
+    """One memory as the palace returns it: palace.memories.RETURNED_FIELDS, in order; unset fields are null."""
+    fields: dict[str, Any] = {field.name: _returned(field) for field in RETURNED_FIELDS}
+    model: type[BaseModel] = create_model(
+        "Memory", __doc__="One memory as the palace returns it; unset fields are null.", __module__=__name__, **fields
+    )
+    return model
+
+
+if TYPE_CHECKING:  # the fields come from the memory schema at run time; to the type checker it is a model
+
+    class Memory(BaseModel):
+        """One memory as the palace returns it; unset fields are null."""
+
+else:
+    Memory = memory_model()
 
 
 class BrowseResult(BaseModel):

@@ -17,10 +17,9 @@ from palace.forms import (
     MAX_FIND_LIMIT,
     MAX_RECALL_IDS,
     MAX_SUPERSEDE_IDS,
-    MAX_TAG_CHARS,
     MAX_TEXT_BYTES,
 )
-from palace.timefmt import EXAMPLE
+from palace.memories import BATCH_DEFAULT_FIELDS, FILTER_FIELDS, REQUIRED_FIELDS, WRITABLE_FIELDS, Kind, MemoryField
 
 Schema = dict[str, Any]
 
@@ -59,14 +58,6 @@ def _text(description: str) -> Schema:
     return {"type": "string", "maxLength": MAX_TEXT_BYTES, "description": description}
 
 
-def _enum(description: str, values: tuple[str, ...]) -> Schema:
-    return {"type": "string", "enum": list(values), "description": description}
-
-
-def _tag(description: str) -> Schema:
-    return {"type": "string", "maxLength": MAX_TAG_CHARS, "description": description}
-
-
 def _timestamp(description: str) -> Schema:
     return {"type": "string", "format": "date-time", "description": description}
 
@@ -89,38 +80,43 @@ def _reason(description: str) -> Schema:
     return {"type": "string", "maxLength": 1000, "description": description}
 
 
-def memory_properties(env: PalazzoEnvironment) -> Schema:
-    """The fields of one memory to store (palace_store, batch items, palace_supersede)."""
+def field_schema(field: MemoryField, env: PalazzoEnvironment, description: str) -> Schema:
+    """The JSON schema of a memory field as a tool takes it (palace.memories.FIELDS): type, enum or limit, text."""
+    if field.kind is Kind.VOCABULARY:
+        assert field.vocabulary is not None
+        return {"type": "string", "enum": list(getattr(env, field.vocabulary)), "description": description}
+    if field.kind is Kind.TIMESTAMP:
+        return _timestamp(description)
+    if field.kind is Kind.DAYS:
+        # No bounds here: the form enforces and explains them, and each character is in every session.
+        return {"type": "number", "description": description}
+    if field.kind in (Kind.TEXT, Kind.ROOM, Kind.TAG, Kind.STRING):
+        return {"type": "string", "maxLength": field.max_length, "description": description}
+    raise ValueError(f"{field.name} is not a tool argument")
+
+
+def memory_properties(env: PalazzoEnvironment, *, correction: bool = False) -> Schema:
+    """The fields of one memory to store (palace_store, batch items) or to correct (palace_supersede)."""
     return {
-        "text": _text("Verbatim, never summarised."),
-        "category": _enum("Kind of knowledge.", env.categories),
-        "wing": _enum("Top-level area.", env.wings),
-        "room": _tag("Topic, free text; case and spacing ignored."),
-        "hall": _enum("Kind of memory.", env.halls),
-        "session": _tag("Conversation or work session."),
-        "source_file": {"type": "string", "maxLength": 1024, "description": "File it is about."},
-        "timestamp": _timestamp(f"When it happened, e.g. {EXAMPLE}; default now."),
-        # Terse, and ttl_days' bounds (> 0, at most MAX_TTL_DAYS) are the form's to enforce and explain:
-        # every character here is in each session's context, three times over (store, batch, supersede).
-        "expires_at": _timestamp("Expiry."),
-        "ttl_days": {"type": "number", "description": "Or days to expiry."},
+        field.name: field_schema(field, env, (correction and field.supersede_hint) or field.hint)
+        for field in WRITABLE_FIELDS
     }
 
 
-MEMORY_REQUIRED = ("text", "category", "wing", "room", "hall")
+MEMORY_REQUIRED = tuple(field.name for field in REQUIRED_FIELDS)
 
 
 def filter_properties(env: PalazzoEnvironment) -> Schema:
     """The filters shared by palace_find, palace_browse and palace_delete_by_filter (exact matches, ANDed)."""
-    return {
-        "wing": _enum("Only this wing.", env.wings),
-        "category": _enum("Only this category.", env.categories),
-        "room": _tag("Only this room."),
-        "hall": _enum("Only this hall.", env.halls),
-        "since": _timestamp("Timestamp at or after this."),
-        "until": _timestamp("Timestamp at or before this."),
-        "include_superseded": _boolean("Also superseded memories (hidden by default)."),
-    }
+    properties = {field.name: field_schema(field, env, f"Only this {field.name}.") for field in FILTER_FIELDS}
+    properties.update(
+        {
+            "since": _timestamp("Timestamp at or after this."),
+            "until": _timestamp("Timestamp at or before this."),
+            "include_superseded": _boolean("Also superseded memories (hidden by default)."),
+        }
+    )
+    return properties
 
 
 def store(env: PalazzoEnvironment) -> Schema:
@@ -131,7 +127,7 @@ def store_batch(env: PalazzoEnvironment) -> Schema:
     # Item fields mean what palace_store's do; their descriptions are not repeated (they cost context).
     properties = memory_properties(env)
     item = _object({key: _undescribed(schema) for key, schema in properties.items()}, ("text",))
-    defaults = {key: {"type": "string"} for key in ("category", "wing", "room", "hall", "session", "source_file")}
+    defaults = {field.name: {"type": "string"} for field in BATCH_DEFAULT_FIELDS}
     return _object(
         {
             "items": {
@@ -203,9 +199,7 @@ def supersede(env: PalazzoEnvironment) -> Schema:
         "supersedes": _ids("The out-of-date memories.", MAX_SUPERSEDE_IDS),
         "reason": _reason("Why, e.g. 'moved to a new host'."),
     }
-    properties.update(memory_properties(env))
-    properties["text"] = _text("Corrected text; omit to keep the old one.")
-    properties["timestamp"] = _timestamp("When it happened; omit to keep the old one.")
+    properties.update(memory_properties(env, correction=True))
     return _object(properties, ("supersedes", "reason"))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -11,24 +12,33 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from palace.errors import InvalidInput
-from palace.memories import canonical_room
+from palace.memories import (
+    BATCH_DEFAULT_FIELDS,
+    FILTER_FIELDS,
+    FILTER_KEYS,
+    FIRST_MEMORY_ID,
+    MAX_MEMORY_ID,
+    MAX_REASON_CHARS,
+    MAX_STAMP_CHARS,
+    MAX_SUPERSEDE_IDS,
+    MAX_TAG_CHARS,
+    MAX_TEXT_BYTES,
+    MAX_TTL_DAYS,
+    WRITABLE_FIELDS,
+    Group,
+    Kind,
+    MemoryField,
+    canonical_room,
+)
 from palace.timefmt import EXAMPLE, format_rfc3339, parse_rfc3339, utc_now
 
-MAX_TEXT_BYTES = 32 * 1024
 MAX_BATCH_ITEMS = 256
 MAX_RECALL_IDS = 100
-MAX_SUPERSEDE_IDS = 50
 MAX_DELETE_IDS = 100
 MAX_FIND_LIMIT = 20
 MAX_BROWSE_LIMIT = 100
-MAX_TAG_CHARS = 64
 MAX_FILTER_DELETE = 1000
-FIRST_MEMORY_ID = 1_000_000_000
-# The largest id the palace allocates or accepts: 2**53 - 1, exact in every JSON parser (JavaScript
-# included) and far below SQLite's and Qdrant's 2**63 - 1, so no counter arithmetic can overflow.
-MAX_MEMORY_ID = 2**53 - 1
 MAX_HALF_LIFE_DAYS = 1_000_000
-MAX_TTL_DAYS = 36_500
 
 
 def string_problem(value: str) -> str | None:
@@ -53,9 +63,6 @@ def clean_string(value: str) -> str:
 def shown_name(value: str) -> str:
     """A client-chosen name as it may appear in an error (escaped when it holds NUL or a lone surrogate)."""
     return value if string_problem(value) is None else ascii(value)
-
-
-MAX_STAMP_CHARS = 200
 
 
 def safe_text(value: str) -> str:
@@ -116,8 +123,8 @@ class TextField(StrictCharField):
 class TagField(StrictCharField):
     """A free-text tag such as room or session: trimmed, 1-64 characters."""
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(strip=True, max_length=MAX_TAG_CHARS, **kwargs)
+    def __init__(self, *, max_length: int = MAX_TAG_CHARS, **kwargs: Any) -> None:
+        super().__init__(strip=True, max_length=max_length, **kwargs)
 
 
 class RoomField(TagField):
@@ -320,33 +327,44 @@ class PalaceForm(forms.Form):
         return dict(self.cleaned_data)
 
 
-def _schema_fields() -> dict[str, forms.Field]:
-    return {
-        "text": TextField(),
-        "category": VocabularyField("categories"),
-        "wing": VocabularyField("wings"),
-        "room": RoomField(),
-        "hall": VocabularyField("halls"),
-        "session": TagField(required=False),
-        "source_file": StrictCharField(required=False, max_length=1024, strip=True),
-    }
+def form_field(field: MemoryField, *, required: bool) -> forms.Field:
+    """The form field that validates a memory field of the schema (palace.memories.FIELDS)."""
+    if field.kind is Kind.TEXT:
+        return TextField(required=required)
+    if field.kind is Kind.VOCABULARY:
+        assert field.vocabulary is not None
+        return VocabularyField(field.vocabulary, required=required)
+    if field.kind is Kind.ROOM:
+        return RoomField(required=required, max_length=field.max_length or MAX_TAG_CHARS)
+    if field.kind is Kind.TAG:
+        return TagField(required=required, max_length=field.max_length or MAX_TAG_CHARS)
+    if field.kind is Kind.STRING:
+        return StrictCharField(required=required, max_length=field.max_length, strip=field.strip)
+    if field.kind is Kind.TIMESTAMP:
+        return TimestampField(required=required)
+    if field.kind is Kind.ID:
+        return StrictIntegerField(minimum=FIRST_MEMORY_ID, maximum=MAX_MEMORY_ID, required=required, default=None)
+    if field.kind is Kind.IDS:
+        assert field.max_length is not None
+        return IdListField(maximum=field.max_length, required=required)
+    if field.kind is Kind.DAYS:
+        return TtlDaysField(required=required)
+    raise ValueError(f"{field.name} is never written")
 
 
-SCHEMA_KEYS = ("text", "category", "wing", "room", "hall", "session", "source_file")
+def form_fields(fields: Iterable[MemoryField], *, optional: bool = False) -> dict[str, forms.Field]:
+    """Form fields for memory fields, in their order; each required as a store needs it unless optional."""
+    return {field.name: form_field(field, required=field.required and not optional) for field in fields}
 
 
-def _optional_schema_fields(keys: tuple[str, ...]) -> dict[str, forms.Field]:
-    fields = _schema_fields()
-    for field in fields.values():
-        field.required = False
-    return {key: fields[key] for key in keys}
+def _writable(*groups: Group) -> tuple[MemoryField, ...]:
+    return tuple(field for field in WRITABLE_FIELDS if field.group in groups)
 
 
 class ExpiryForm(PalaceForm):
     """expires_at or ttl_days, cleaned into one expires_at (a future moment unless allow_past_expiry)."""
 
-    expires_at = TimestampField(required=False)
-    ttl_days = TtlDaysField(required=False)
+    locals().update(form_fields(_writable(Group.EXPIRY)))
     allow_past_expiry = False
 
     def clean(self) -> dict[str, Any]:
@@ -366,17 +384,13 @@ class ExpiryForm(PalaceForm):
 class MemoryForm(ExpiryForm):
     """One memory to store."""
 
-    locals().update(_schema_fields())
-    timestamp = TimestampField(required=False)
+    locals().update(form_fields(_writable(Group.CONTENT, Group.FILING, Group.TIME)))
 
 
 class FilterFields(PalaceForm):
     """Filters shared by find and delete_by_filter."""
 
-    wing = VocabularyField("wings", required=False)
-    category = VocabularyField("categories", required=False)
-    room = RoomField(required=False)
-    hall = VocabularyField("halls", required=False)
+    locals().update(form_fields(FILTER_FIELDS, optional=True))
     since = TimestampField(required=False)
     until = TimestampField(required=False)
     include_superseded = StrictBooleanField()
@@ -443,41 +457,39 @@ class RecallForm(PalaceForm):
 class SupersedeForm(ExpiryForm):
     """A correction of one or more memories: every memory field is optional (inherited when left out)."""
 
-    locals().update(_optional_schema_fields(SCHEMA_KEYS))
+    locals().update(form_fields(_writable(Group.CONTENT, Group.FILING), optional=True))
     supersedes = IdListField(maximum=MAX_SUPERSEDE_IDS)
-    reason = StrictCharField(max_length=1000, strip=True)
-    timestamp = TimestampField(required=False)
-
-
-BATCH_DEFAULT_KEYS = ("category", "wing", "room", "hall", "session", "source_file")
+    reason = StrictCharField(max_length=MAX_REASON_CHARS, strip=True)
+    locals().update(form_fields(_writable(Group.TIME), optional=True))
 
 
 class BatchDefaultsForm(PalaceForm):
     """store_batch's defaults: values for the fields an item leaves out."""
 
-    locals().update(_optional_schema_fields(BATCH_DEFAULT_KEYS))
+    locals().update(form_fields(BATCH_DEFAULT_FIELDS, optional=True))
 
 
 class DeleteForm(PalaceForm):
     """A hard delete by id."""
 
     ids = IdListField(maximum=MAX_DELETE_IDS)
-    reason = StrictCharField(max_length=1000, strip=True)
+    reason = StrictCharField(max_length=MAX_REASON_CHARS, strip=True)
     confirm = StrictBooleanField()
 
 
 class DeleteByFilterForm(FilterFields):
     """A hard delete of everything a filter matches."""
 
-    reason = StrictCharField(max_length=1000, strip=True)
+    reason = StrictCharField(max_length=MAX_REASON_CHARS, strip=True)
     confirm = StrictBooleanField()
     dry_run = StrictBooleanField()
     expected_count = StrictIntegerField(minimum=0, maximum=MAX_FILTER_DELETE, required=False, default=None)
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
-        if not any(data.get(key) for key in ("wing", "category", "room", "hall", "since", "until")):
-            self.add_error(None, "the filter is empty: set at least one of wing, category, room, hall, since, until")
+        keys = (*FILTER_KEYS, "since", "until")
+        if not any(data.get(key) for key in keys):
+            self.add_error(None, f"the filter is empty: set at least one of {', '.join(keys)}")
         return data
 
 

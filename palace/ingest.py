@@ -21,16 +21,13 @@ from palace.forms import (
     FIRST_MEMORY_ID,
     MAX_BATCH_ITEMS,
     MAX_MEMORY_ID,
-    MAX_SUPERSEDE_IDS,
-    IdListField,
     MemoryForm,
-    StrictCharField,
-    StrictIntegerField,
-    TimestampField,
+    form_field,
+    form_fields,
     strict_boolean,
     writer_stamp,
 )
-from palace.memories import MEMORY_FIELDS, public_memory
+from palace.memories import FIELDS, MEMORY_FIELDS, RESTORE_FIELDS, STORED_FIELDS, Kind, public_memory
 from palace.runtime import get_palace
 from palace.scope import Wings, refuse_outside
 from palace.store.base import MemoryFilter
@@ -40,6 +37,7 @@ CHUNK_SIZE = MAX_BATCH_ITEMS
 # A memory is at most 32 KB of text; even fully \u-escaped it stays well under this.
 MAX_LINE_BYTES = 1024 * 1024
 COUNT_KEYS = ("stored", "duplicates_returned", "skipped_duplicates", "failed")
+TIMESTAMP_KEYS = tuple(field.name for field in STORED_FIELDS if field.kind is Kind.TIMESTAMP)
 _STATUS_COUNT = {"stored": "stored", "duplicate": "duplicates_returned", "skipped": "skipped_duplicates"}
 
 
@@ -52,13 +50,7 @@ class BodyTooLarge(PalaceError):
 class RestoreForm(MemoryForm):
     """One exported memory to restore under its own id, with its temporal fields."""
 
-    id = StrictIntegerField(minimum=FIRST_MEMORY_ID, maximum=MAX_MEMORY_ID)
-    valid_from = TimestampField(required=False)
-    valid_until = TimestampField(required=False)
-    superseded_by = StrictIntegerField(minimum=FIRST_MEMORY_ID, maximum=MAX_MEMORY_ID, required=False, default=None)
-    superseded_reason = StrictCharField(required=False, max_length=1000, strip=True)
-    supersedes = IdListField(maximum=MAX_SUPERSEDE_IDS, required=False)
-    added_by = StrictCharField(required=False, max_length=200, strip=False)
+    locals().update(form_fields(RESTORE_FIELDS, optional=True) | {"id": form_field(FIELDS["id"], required=True)})
     allow_past_expiry = True  # an export may hold memories that expired and were not yet deleted
 
 
@@ -202,7 +194,7 @@ def _restore_record(item: dict[str, Any]) -> dict[str, Any]:
     fields = RestoreForm(given).parsed()
     record: dict[str, Any] = {key: fields.get(key) or None for key in MEMORY_FIELDS}
     record.update(id=fields["id"], text=fields["text"])
-    for key in ("timestamp", "valid_from", "valid_until", "expires_at"):
+    for key in TIMESTAMP_KEYS:
         if fields.get(key):
             record[key] = format_rfc3339(fields[key])
     record["timestamp"] = record["timestamp"] or format_rfc3339(utc_now())

@@ -14,6 +14,7 @@ from palace import ingest as ingest_service
 from palace.auth import token_wings, writer
 from palace.errors import PalaceError
 from palace.routes.ingest import NDJSON, stream_from_thread
+from palace.routes.schemas import ExportedMemory, stream_content
 
 router = Router(tags=["ingest"])
 # Lines per worker-thread hop: one store scroll page.
@@ -23,11 +24,10 @@ OPENAPI = {
     "responses": {
         200: {
             "description": (
-                "JSON Lines, streamed: one memory per line with every field (id, timestamps, valid_from, "
-                "valid_until, superseded_by, superseded_reason, supersedes, added_by; superseded memories "
-                "included), in id order. POST /ingest (or `manage.py ingest`) restores it as-is."
+                "JSON Lines, streamed: one ExportedMemory per line, every field included (superseded memories "
+                "too), in id order. POST /ingest (or `manage.py ingest`) restores it as-is."
             ),
-            "content": {NDJSON: {"schema": {"type": "string"}}},
+            "content": stream_content(NDJSON, ExportedMemory),
         },
         503: {"description": "The palace cannot be opened (plain text reason)."},
     }

@@ -15,15 +15,21 @@ from ninja import Router
 from palace import auth, feeding, wakeup
 from palace.devices import DEVICE_PATTERN
 from palace.errors import InvalidInput, PalaceError
+from palace.feeding import FeedReport
 from palace.forms import string_problem
+from palace.routes.schemas import (
+    MAX_EXCHANGES_PER_REQUEST,
+    MAX_FIELD_CHARS,
+    MAX_TEXT_CHARS,
+    ApiError,
+    FeedRequest,
+    WakeUpContext,
+    json_body,
+)
 from palace.timefmt import parse_rfc3339
 from palace.transcripts import HARNESSES, Exchange, Transcript
 
 router = Router(tags=["feeding"])
-
-MAX_EXCHANGES_PER_REQUEST = 256
-MAX_TEXT_CHARS = 4 * 1024 * 1024
-MAX_FIELD_CHARS = 4096
 
 
 def _string(data: dict[str, Any], key: str, *, required: bool = False, limit: int = MAX_FIELD_CHARS) -> str | None:
@@ -118,7 +124,12 @@ def _error(status: int, message: str) -> JsonResponse:
     return JsonResponse({"error": message}, status=status)
 
 
-@router.post("/feed", summary="Feed a transcript's exchanges (parsed by the client) into the palace")
+@router.post(
+    "/feed",
+    summary="Feed a transcript's exchanges (parsed by the client) into the palace",
+    response={200: FeedReport, 400: ApiError, 403: ApiError, 503: ApiError},
+    openapi_extra={"requestBody": json_body(FeedRequest)},
+)
 def feed(request: HttpRequest) -> JsonResponse:
     """Store a transcript's exchanges like `palazzo feed` does here; idempotent per harness, device and path."""
     try:
@@ -158,7 +169,11 @@ def feed(request: HttpRequest) -> JsonResponse:
     return JsonResponse(report.as_dict())
 
 
-@router.get("/wake-up", summary="Session-start context for a project (palace status and memory previews)")
+@router.get(
+    "/wake-up",
+    summary="Session-start context for a project (palace status and memory previews)",
+    response={200: WakeUpContext, 400: ApiError, 503: ApiError},
+)
 def wake_up(request: HttpRequest, room: str | None = None) -> JsonResponse:
     """What `palazzo hook` injects at SessionStart, for the room of the session's project."""
     if room is not None:

@@ -16,6 +16,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from palace import auth
 from palace import ingest as ingest_service
 from palace.errors import PalaceError
+from palace.routes.schemas import IngestDone, IngestError, IngestLine, IngestProgress, stream_content
 
 logger = logging.getLogger(__name__)
 
@@ -27,47 +28,23 @@ ACCEPTED_TYPES = (NDJSON, "application/jsonl", "application/x-jsonlines", "appli
 HTTP_ADDED_BY = "http-ingest"
 _END = object()
 
-_ITEM_SCHEMA = {
-    "type": "object",
-    "description": (
-        "One memory per line (blank lines and lines starting with # are ignored). A line with an `id` "
-        "(as GET /export writes them) is restored as-is with its temporal fields, idempotent by id."
-    ),
-    "required": ["text", "category", "wing", "room", "hall"],
-    "properties": {
-        "text": {"type": "string"},
-        "category": {"type": "string"},
-        "wing": {"type": "string"},
-        "room": {"type": "string"},
-        "hall": {"type": "string"},
-        "session": {"type": "string"},
-        "source_file": {"type": "string"},
-        "timestamp": {"type": "string", "format": "date-time"},
-        "id": {"type": "integer", "minimum": 1_000_000_000},
-        "valid_from": {"type": "string", "format": "date-time"},
-        "valid_until": {"type": "string", "format": "date-time"},
-        "superseded_by": {"type": "integer"},
-        "superseded_reason": {"type": "string"},
-        "supersedes": {"type": "array", "items": {"type": "integer"}},
-        "added_by": {"type": "string"},
-    },
-}
-_STREAM_DESCRIPTION = (
-    "NDJSON, streamed: one line per processed chunk of 256 items "
-    '`{"chunk":N,"items_in_chunk":..,"counts":{..},"running":{..},"failed":[{"line":..,"error":..}]}`, '
-    'then `{"done":true,"total":..,"counts":{"stored":..,"duplicates_returned":..,"skipped_duplicates":..,'
-    '"failed":..}}`. An error while processing (e.g. the store or the journal failing) sends '
-    '`{"chunk":N,"error":"..."}` and closes the stream; the chunks before it stay stored.'
-)
 OPENAPI = {
     "requestBody": {
         "required": True,
-        "content": {NDJSON: {"schema": {"type": "string", "format": "binary"}, "x-item-schema": _ITEM_SCHEMA}},
+        "content": stream_content(NDJSON, IngestLine, format="binary"),
     },
     "responses": {
-        200: {"description": _STREAM_DESCRIPTION, "content": {NDJSON: {"schema": {"type": "string"}}}},
+        200: {
+            "description": (
+                "NDJSON, streamed: an IngestProgress line per processed chunk of 256 items, then an IngestDone line. "
+                "An error while processing (e.g. the store or the journal failing) sends an IngestError line and "
+                "closes the stream; the chunks before it stay stored."
+            ),
+            "content": stream_content(NDJSON, IngestProgress, IngestDone, IngestError),
+        },
         400: {"description": "The body cannot be parsed (plain text reason), before any streaming."},
         413: {"description": "The body is larger than PALAZZO_INGEST_MAX_BYTES."},
+        503: {"description": "The palace cannot take writes (plain text reason)."},
     },
 }
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
+from jsonschema import Draft202012Validator
 
 from tests.mcpserver.conftest import ROOT, RunningServer, http_server, migrate, server_env
 
@@ -183,3 +184,51 @@ def test_it_tells_the_command_to_use_the_running_server(server: RunningServer, t
     assert "line 4: is not valid JSON" in sent.stderr
     assert "ingest: 4 items: 3 stored, 0 duplicates returned, 0 duplicates skipped, 1 failed" in sent.stderr
     assert os.path.exists(server.data_dir / "wal.jsonl")
+
+
+def test_it_answers_in_the_shapes_its_openapi_publishes(server: RunningServer) -> None:
+    document = httpx.get(f"{server.base_url}/api/openapi.json", timeout=60).json()
+    models = document["components"]["schemas"]
+
+    def check(instance: dict[str, Any], model: str) -> None:
+        schema = {"$ref": f"#/components/schemas/{model}", "components": document["components"]}
+        Draft202012Validator(schema).validate(instance)
+        assert set(instance) <= set(models[model]["properties"]), (model, instance)
+
+    lines = [line for _, line in stream_lines(server, body("Shaped fact", 2, "{broken"))]
+    check(lines[0], "IngestProgress")
+    check(lines[-1], "IngestDone")
+    exported = [json.loads(line) for line in httpx.get(f"{server.base_url}/export", timeout=60).text.splitlines()]
+    assert exported
+    for memory in exported:
+        check(memory, "ExportedMemory")
+        assert list(memory) == list(models["ExportedMemory"]["properties"])
+    request = {
+        "harness": "jsonl",
+        "device": "laptop",
+        "dry_run": True,
+        "transcript": {
+            "path": "/t/session.jsonl",
+            "cwd": "/home/a/shaped",
+            "exchanges": [
+                {
+                    "key": "k1",
+                    "index": 0,
+                    "prompt": "Which port?",
+                    "reply": "6334.",
+                    "started_at": "2026-11-30T09:00:00Z",
+                    "complete": True,
+                }
+            ],
+        },
+    }
+    check(request, "FeedRequest")
+    fed = httpx.post(f"{server.base_url}/feed", json=request, timeout=60)
+    assert fed.status_code == 200, fed.text
+    check(fed.json(), "FeedReport")
+    refused = httpx.post(f"{server.base_url}/feed", json=request | {"harness": "vim"}, timeout=60)
+    assert refused.status_code == 400
+    check(refused.json(), "ApiError")
+    woken = httpx.get(f"{server.base_url}/wake-up", params={"room": "shaped"}, timeout=60)
+    assert woken.status_code == 200
+    check(woken.json(), "WakeUpContext")

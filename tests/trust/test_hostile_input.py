@@ -17,7 +17,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
 
-from palace import runtime, selectors, services
+from palace import restore, runtime, selectors, services
 from palace.backup import create_backup
 from palace.errors import InvalidInput, PalaceError
 from palace.forms import MAX_MEMORY_ID
@@ -76,7 +76,7 @@ def test_it_refuses_id_2_to_the_63_minus_1_without_an_overflow(palace: Palace) -
 
 
 def test_it_refuses_a_restore_id_far_ahead_of_the_clock_so_the_id_space_stays_usable(palace: Palace) -> None:
-    ahead = time.time_ns() // 1_000_000 + services.RESTORE_IDS_AHEAD
+    ahead = time.time_ns() // 1_000_000 + restore.RESTORE_IDS_AHEAD
     results = ingest_lines(
         [restore_line(MAX_MEMORY_ID - 1, "would leave one id"), restore_line(ahead - 1000, "close enough to now")]
     )
