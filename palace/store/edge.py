@@ -89,7 +89,7 @@ _INDEX_TYPES = {"keyword": qe.PayloadSchemaType.Keyword, "datetime": qe.PayloadS
 class EdgeStore(BackgroundIndexing):
     """VectorStore over qdrant-edge; one writer process per shard, HNSW graphs built in the background."""
 
-    def __init__(self, *, path: Path, index_after: int = 5000) -> None:
+    def __init__(self, *, path: Path, index_after: int = 12000) -> None:
         self._path = path
         self._generations = ShardGenerations(path)
         self._live: Path | None = None

@@ -19,7 +19,7 @@ def test_it_uses_the_documented_defaults() -> None:
     assert env.wal_path == Path("/tmp/palazzo-defaults/wal.jsonl")
     assert env.wings == DEFAULT_WINGS
     assert env.gain_enabled is True and env.read_only is False
-    assert env.index_after == 5000
+    assert env.index_after == 12000
 
 
 def test_it_reads_every_variable() -> None:
