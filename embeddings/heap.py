@@ -1,25 +1,24 @@
-"""Handing the C heap's free pages back to the system after the model's load."""
+"""Returning freed heap memory to the operating system after large passes."""
 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
-import sys
+from collections.abc import Callable
+from functools import lru_cache
 
 
-def release_free_memory() -> None:
-    """Return the heap's free pages to the system (glibc's malloc_trim; a no-op elsewhere).
-
-    Loading the model parses its file into buffers that are freed once the session holds the
-    weights (~18 MiB here), but glibc keeps freed pages in its heap for reuse.
-    """
-    if not sys.platform.startswith("linux"):
-        return
+@lru_cache(maxsize=1)
+def _malloc_trim() -> Callable[[int], int] | None:
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-    except OSError:
-        return
-    trim = getattr(libc, "malloc_trim", None)  # glibc only: musl has none
-    if trim is not None:
-        trim.argtypes = [ctypes.c_size_t]
-        trim(0)
+        return ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):  # not glibc (musl, macOS): their allocators return memory themselves
+        return None
+
+
+def release_freed_memory() -> bool:
+    """Ask glibc to hand freed heap pages back to the OS; False where the C library cannot."""
+    trim = _malloc_trim()
+    if trim is None:
+        return False
+    trim(0)
+    return True

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from embeddings.heap import release_free_memory
+from embeddings.heap import release_freed_memory
 
 # Texts per ONNX run. The int8 model's working memory jumps between 16 and 32 texts per run
 # (+34 MiB at 16, +79 MiB at 32, +21 MiB at 8 over the loaded session, measured) while throughput
@@ -57,7 +57,7 @@ class ClsOnnxModel:
         # to the system at once instead (a fixed mmap threshold) halved bulk throughput.
         options.enable_cpu_mem_arena = True
         self._session = ort.InferenceSession(str(model_file), sess_options=options, providers=["CPUExecutionProvider"])
-        release_free_memory()  # the model file's parse buffers, freed but kept by the heap
+        release_freed_memory()  # the model file's parse buffers, freed but kept by the heap
         self._inputs = {node.name for node in self._session.get_inputs()}
         self._threads = max(1, threads)
         self._pool: ThreadPoolExecutor | None = None

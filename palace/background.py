@@ -13,6 +13,7 @@ a full batch ends the wait at once, so readers of the table never see it.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
@@ -56,10 +57,8 @@ class BatchWriter(Generic[T]):
     def flush(self, *, timeout: float = FLUSH_TIMEOUT_SECONDS) -> bool:
         """Wait until every item queued so far is written; False if that took longer than timeout."""
         deadline = time.monotonic() + timeout
-        try:
+        with contextlib.suppress(queue.Full):  # a full queue is written at once anyway: the batch is full
             self._queue.put_nowait(_FLUSH)
-        except queue.Full:
-            pass  # a full queue is written at once anyway: the batch is full
         with self._queue.all_tasks_done:
             while self._queue.unfinished_tasks:
                 remaining = deadline - time.monotonic()

@@ -10,8 +10,8 @@ import numpy as np
 import numpy.typing as npt
 
 from embeddings.base import Embedder, EmbeddingError
+from embeddings.heap import release_freed_memory
 from palace.errors import EmbedderUnavailable
-from palace.heap import release_freed_memory
 from palace.metrics import EMBEDDING_SECONDS
 
 # Windows of text well inside the model's 512-token limit. A long text is cut between lines, so a

@@ -53,20 +53,22 @@ def test_it_ranks_a_related_document_above_an_unrelated_one(embedder: FastEmbedE
     assert scores[0] > scores[1] + 0.1
 
 
-def test_it_adds_the_bge_instruction_to_queries_only(embedder: FastEmbedEmbedder) -> None:
+def test_it_embeds_bge_v15_queries_as_written(embedder: FastEmbedEmbedder) -> None:
     text = "backup schedule"
     as_query = embedder.embed_queries([text])[0]
     as_document = embedder.embed_documents([text])[0]
     instructed = embedder.embed_documents([BGE_QUERY_INSTRUCTION + text])[0]
-    assert float(as_query @ instructed) == pytest.approx(1.0, abs=1e-5)
-    assert float(as_query @ as_document) < 0.999
+    assert float(as_query @ as_document) == pytest.approx(1.0, abs=1e-5)
+    assert float(as_query @ instructed) < 0.999
 
 
 def test_it_knows_the_prefixes_of_each_model_family() -> None:
     assert prefixes_for("nomic-ai/nomic-embed-text-v1.5-Q").query == "search_query: "
     assert prefixes_for("nomic-ai/nomic-embed-text-v1.5-Q").document == "search_document: "
-    assert prefixes_for("BAAI/bge-small-en-v1.5").query == BGE_QUERY_INSTRUCTION
-    assert prefixes_for("BAAI/bge-small-en-v1.5").document == ""
+    assert prefixes_for("BAAI/bge-small-en-v1.5").query == ""
+    assert prefixes_for("BAAI/bge-base-en-v1.5").document == ""
+    assert prefixes_for("BAAI/bge-small-en").query == BGE_QUERY_INSTRUCTION
+    assert prefixes_for("BAAI/bge-small-en").document == ""
 
 
 def test_it_checks_the_model_checksum(tmp_path: Path) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import itertools
 import threading
 
+from embeddings.heap import release_freed_memory
 from palace.embedding import CHUNK_CHARS, chunk_text
-from palace.heap import release_freed_memory
 from palace.runtime import Palace
 
 
