@@ -129,9 +129,7 @@ def feed_remote(found: Sequence[tuple[str, Path]], *, dry_run: bool, progress: A
             try:
                 reports.append(feed_one(parse_transcript(path, harness), final=True, dry_run=dry_run))
             except (TranscriptError, OSError) as exc:
-                reports.append(
-                    FeedReport(harness=harness, path=str(path), session=None, room="", status="failed", reason=str(exc))
-                )
+                reports.append(FeedReport.failure(harness=harness, path=str(path), session=None, reason=str(exc)))
             bar.update(1)
     return reports
 
@@ -154,14 +152,7 @@ def drain_remote(data_dir: Path) -> list[FeedReport]:
             except (TranscriptError, OSError) as exc:
                 spool.finish(working)  # its next trigger queues it again
                 reports.append(
-                    FeedReport(
-                        harness=job.harness,
-                        path=job.path,
-                        session=job.session_id,
-                        room="",
-                        status="failed",
-                        reason=str(exc),
-                    )
+                    FeedReport.failure(harness=job.harness, path=job.path, session=job.session_id, reason=str(exc))
                 )
                 continue
             try:
@@ -171,14 +162,7 @@ def drain_remote(data_dir: Path) -> list[FeedReport]:
                 spool.record_remote_error(data_dir, str(exc))
                 logger.error("%s; %s stays queued and is retried at the next trigger", exc, job.path)
                 reports.append(
-                    FeedReport(
-                        harness=job.harness,
-                        path=job.path,
-                        session=job.session_id,
-                        room="",
-                        status="failed",
-                        reason=str(exc),
-                    )
+                    FeedReport.failure(harness=job.harness, path=job.path, session=job.session_id, reason=str(exc))
                 )
                 break
             spool.finish(working)

@@ -36,14 +36,8 @@ def feed_job(job: spool.Job, *, should_stop: Callable[[], bool] | None = None) -
         transcript = parse_transcript(Path(job.path), job.harness)
     except (TranscriptError, OSError) as exc:
         feeding.record_failure(harness=job.harness, device=destination.device, path=job.path, error=str(exc))
-        return FeedReport(
-            harness=job.harness,
-            path=job.path,
-            session=job.session_id,
-            room="",
-            status="failed",
-            reason=str(exc),
-            retry=False,  # its next trigger queues it again anyway
+        return FeedReport.failure(  # its next trigger queues it again anyway: no retry
+            harness=job.harness, path=job.path, session=job.session_id, reason=str(exc), retry=False
         )
     return feeding.feed_transcript(
         transcript=transcript, destination=destination, final=job.final, should_stop=should_stop
@@ -69,15 +63,9 @@ def drain(data_dir: Path, *, should_stop: Callable[[], bool]) -> list[FeedReport
             except Exception as exc:
                 logger.exception("feeding %s failed", job.path)
                 spool.give_back(working, failed=True)
+                reason = f"{type(exc).__name__}: {exc}"
                 reports.append(
-                    FeedReport(
-                        harness=job.harness,
-                        path=job.path,
-                        session=job.session_id,
-                        room="",
-                        status="failed",
-                        reason=f"{type(exc).__name__}: {exc}",
-                    )
+                    FeedReport.failure(harness=job.harness, path=job.path, session=job.session_id, reason=reason)
                 )
                 continue
             reports.append(report)

@@ -86,6 +86,11 @@ class FeedReport:
     errors: list[str] = field(default_factory=list)
     subagents: list[FeedReport] = field(default_factory=list)
 
+    @classmethod
+    def failure(cls, *, harness: str, path: str, session: str | None, reason: str, retry: bool = True) -> FeedReport:
+        """The report of a transcript that could not be fed (unreadable, or its palace unreachable)."""
+        return cls(harness=harness, path=path, session=session, room="", status="failed", reason=reason, retry=retry)
+
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form, subagents included."""
         data = {key: value for key, value in self.__dict__.items() if key != "subagents"}
