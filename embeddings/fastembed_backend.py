@@ -190,7 +190,7 @@ class FastEmbedEmbedder:
             return np.zeros((0, getattr(self, "dimension", BUNDLED_DIMENSION)), dtype=np.float32)
         # Attention memory grows with batch x length squared: long windows go through a few at a time.
         longest = max(len(text) for text in texts)
-        batch_size = self._batch_size if longest < LONG_TEXT_CHARS else LONG_TEXT_BATCH
+        batch_size = self._batch_size if longest < LONG_TEXT_CHARS else min(self._batch_size, LONG_TEXT_BATCH)
         try:
             rows = list(self._model.embed(list(texts), batch_size=batch_size))
         except Exception as exc:  # onnxruntime errors carry no common base class

@@ -16,14 +16,17 @@ import numpy.typing as npt
 
 from embeddings.heap import release_freed_memory
 
-# Texts per ONNX run. The int8 model's working memory jumps between 16 and 32 texts per run
-# (+34 MiB at 16, +79 MiB at 32, +21 MiB at 8 over the loaded session, measured) while throughput
-# per text does not grow past a few texts, so a bulk pass runs in pieces of 8, `threads` at a time.
-RUN_TEXTS = 8
+# Texts per ONNX run: one. The int8 model quantizes its activations with a scale taken over the
+# whole run, so in a run of several texts each vector depended on its neighbours and on their
+# padding (cosine down to 0.979 against the same text alone): a memory stored alone, in a batch
+# or at a rebuild now gets one vector, the same as its words as a query. It is no slower: unpadded
+# single runs, `threads` at a time, embedded 140-190 texts/s against 107 for runs of 8 (150 for runs
+# of 8 sorted by length), and the arena's high-water mark is +19 MiB instead of +48.
+RUN_TEXTS = 1
 
 
 class ClsOnnxModel:
-    """Tokenise (truncate at max_tokens, pad to the longest), run, take the [CLS] row, L2-normalise."""
+    """Tokenise (truncate at max_tokens, pad to the longest of a run), run, take the [CLS] row, L2-normalise."""
 
     def __init__(
         self, *, model_file: Path, tokenizer_file: Path, threads: int, max_tokens: int = 512, pad_token: str = "[PAD]"
@@ -51,8 +54,8 @@ class ClsOnnxModel:
         # 2-core machine), while parallel runs kept both cores busy (140-220 texts/s against 73).
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
-        # The arena keeps its high-water mark, which runs of at most RUN_TEXTS texts bound (+47 MiB
-        # over the loaded session, two runs in parallel). Without it every run's buffers went through
+        # The arena keeps its high-water mark, which single-text runs bound (+19 MiB over the loaded
+        # session for short texts, two runs in parallel). Without it every run's buffers went through
         # malloc, whose per-thread heaps kept 100-150 MiB after a bulk pass; returning those blocks
         # to the system at once instead (a fixed mmap threshold) halved bulk throughput.
         options.enable_cpu_mem_arena = True

@@ -30,8 +30,14 @@ def test_it_embeds_the_bundled_model_exactly_as_fastembed_does(
     # The bundled model runs on onnxruntime directly; the same files loaded as a local model
     # directory go through fastembed's own pipeline, so the vectors of existing palaces must not move.
     directory = prepare_bundled_model(tmp_path_factory.mktemp("models"))
+    # One text per run on both sides: the int8 model quantizes its activations with a scale taken
+    # over the whole run, so in a run of several texts each vector depends on its neighbours.
     through_fastembed = FastEmbedEmbedder(
-        model_name="bge-small-en-v1.5-int8", models_dir=directory.parent, threads=2, local_model_dir=directory
+        model_name="bge-small-en-v1.5-int8",
+        models_dir=directory.parent,
+        threads=2,
+        local_model_dir=directory,
+        batch_size=1,
     )
     texts = [
         "",
@@ -42,8 +48,19 @@ def test_it_embeds_the_bundled_model_exactly_as_fastembed_does(
         "word " * 700,
         "\u65e5\u672c \u00fcn\u00efc\u00f6d\u00e9 \x00",
     ]
-    texts += [f"memory {number} about port {number * 7}" for number in range(40)]  # one split batch, one more
+    texts += [f"memory {number} about port {number * 7}" for number in range(40)]
     assert np.array_equal(embedder.embed_documents(texts), through_fastembed.embed_documents(texts))
+
+
+def test_it_gives_a_text_the_same_vector_whatever_it_is_embedded_with(embedder: FastEmbedEmbedder) -> None:
+    # A memory stored alone, in a batch or at a rebuild, and the same words as a query, get one vector.
+    text = "the NAS runs ZFS on four disks"
+    neighbours = ["x" * 3000, "hello", "word " * 300, "\u65e5\u672c \u00fcn\u00efc\u00f6d\u00e9"]
+    alone = embedder.embed_documents([text])[0]
+    for position in range(len(neighbours) + 1):
+        batch = [*neighbours[:position], text, *neighbours[position:]]
+        assert np.array_equal(embedder.embed_documents(batch)[position], alone)
+    assert np.array_equal(embedder.embed_queries([text])[0], alone)
 
 
 def test_it_ranks_a_related_document_above_an_unrelated_one(embedder: FastEmbedEmbedder) -> None:
