@@ -265,9 +265,12 @@ def worker_split(data_dir: Path, size: int, count: int) -> dict[str, Any]:
     import django
 
     django.setup()
-    from palace import runtime, selectors, services
+    from palace import audit, gain, runtime, selectors, services
 
     palace = runtime.get_palace()
+    # As in the server: audit records and usage events go to their background writers.
+    audit.start_audit_writer()
+    gain.start_usage_writer()
     texts = queries(count, size)
 
     def median_ms(function: Callable[[str], Any], inputs: list[str]) -> float:
@@ -286,6 +289,8 @@ def worker_split(data_dir: Path, size: int, count: int) -> dict[str, Any]:
         "store_model_ms": median_ms(lambda text: palace.embedder.documents([text + " (model only)"]), stored),
         "store_palace_ms": median_ms(lambda text: services.store(text=text, **SCHEMA, added_by="bench"), stored),
     }
+    audit.stop_audit_writer()
+    gain.stop_usage_writer()
     runtime.close_palace()
     return figures
 
