@@ -13,6 +13,7 @@ import hashlib
 import io
 import json
 import logging
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
@@ -22,7 +23,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from palace import redaction
-from palace.background import WriterSlot
+from palace.background import BatchWriter
 from palace.forms import writer_stamp
 from palace.models import AuditPurge, AuditRecord
 from palace.timefmt import format_rfc3339
@@ -87,7 +88,10 @@ def record_read(
         degraded=degraded,
         **_query_fields(query),
     )
-    _slot.write(record)
+    writer = _writer
+    if writer is not None and writer.submit(record):
+        return
+    _write([record])
 
 
 def _write(records: list[AuditRecord]) -> None:
@@ -97,22 +101,31 @@ def _write(records: list[AuditRecord]) -> None:
         logger.error("could not write %d audit record(s)", len(records), exc_info=True)
 
 
-_slot: WriterSlot[AuditRecord] = WriterSlot(name="palazzo-audit-writer", write=_write)
+_writer: BatchWriter[AuditRecord] | None = None
+_writer_lock = threading.Lock()
 
 
 def start_audit_writer() -> None:
     """Write audit records from a background thread from now on (servers; commands write directly)."""
-    _slot.start()
+    global _writer
+    with _writer_lock:
+        if _writer is None:
+            _writer = BatchWriter(name="palazzo-audit-writer", write=_write)
 
 
 def stop_audit_writer() -> None:
     """Write the queued audit records and go back to writing them directly."""
-    _slot.stop()
+    global _writer
+    with _writer_lock:
+        writer, _writer = _writer, None
+    if writer is not None:
+        writer.stop()
 
 
 def flush_audit() -> None:
     """Make every audit record so far visible to queries."""
-    if not _slot.flush():
+    writer = _writer
+    if writer is not None and not writer.flush():
         logger.warning("audit records are still being written")
 
 
