@@ -44,6 +44,44 @@ logger = logging.getLogger(__name__)
 HOLDER_FILE = "holder.json"
 
 
+class ShardLock:
+    """An exclusive lock beside the shard, taken before Qdrant Edge sees it and held while it is open.
+
+    Edge's own lock (on the WAL directory) is taken late in `EdgeShard.load`: a load that fails on it
+    has already read the segments, and can write that stale state back over what the holder just
+    flushed, losing its acknowledged writes. So no process here loads a shard another process holds.
+    """
+
+    def __init__(self, shard_path: Path) -> None:
+        self.path = shard_path.with_name(f".{shard_path.name}.lock")
+        self._descriptor: int | None = None
+
+    @property
+    def held(self) -> bool:
+        """Whether this object holds the lock."""
+        return self._descriptor is not None
+
+    def acquire(self) -> bool:
+        """Take the lock without waiting; False when another holder has it."""
+        if self._descriptor is not None:
+            return True
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(descriptor)
+            return False
+        self._descriptor = descriptor
+        return True
+
+    def release(self) -> None:
+        """Let the lock go (closing the descriptor releases it)."""
+        if self._descriptor is not None:
+            os.close(self._descriptor)
+            self._descriptor = None
+
+
 def _edge_condition(condition: neutral.Condition) -> Any:
     """One node of the store-neutral filter tree as an Edge condition."""
     match condition:
@@ -92,6 +130,7 @@ class EdgeStore(BackgroundIndexing):
     def __init__(self, *, path: Path, index_after: int = 12000) -> None:
         self._path = path
         self._generations = ShardGenerations(path)
+        self._lock = ShardLock(path)
         self._live: Path | None = None
         # Orders mutations; an index build holds it while copying the shard and while swapping it.
         self._write_lock = threading.Lock()
@@ -135,26 +174,19 @@ class EdgeStore(BackgroundIndexing):
 
     @contextmanager
     def held_exclusively(self) -> Iterator[None]:
-        """Hold the shard's lock (the one an open shard holds) meanwhile; StoreLocked when another holder has it.
+        """Hold the shard's lock meanwhile; StoreLocked when another process has the shard open.
 
         rebuild and restore move the shard aside under it, so a live server's shard is never moved.
         """
-        if not (self._path.is_symlink() or self._path.is_dir()):
+        if self._lock.held:
             yield
             return
-        wal = self._generations.live() / "wal"
-        if not wal.is_dir():
-            yield
-            return
-        descriptor = os.open(wal, os.O_RDONLY)
+        if not self._lock.acquire():
+            raise self._locked()
         try:
-            try:
-                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise self._locked() from None
             yield
         finally:
-            os.close(descriptor)
+            self._lock.release()
 
     def _ensure_room(self, operation: str) -> None:
         """Refuse (clearly) what would otherwise crash the process on a nearly full disk."""
@@ -175,10 +207,23 @@ class EdgeStore(BackgroundIndexing):
             identity.refuse_other(json.loads(identity_file.read_text()), where=f"at {self._path}")
         self._ensure_room("open")
         try:
-            live = self._generations.live()
-            live.mkdir(parents=True, exist_ok=True)
+            if not self._lock.acquire():
+                raise self._locked()
+            try:
+                self._open_shard(identity)
+            except BaseException:
+                if self._shard is not None:  # opened, then failed: closed before another process may open it
+                    self._shard.close()
+                    self._shard = None
+                self._lock.release()
+                raise
         except OSError as exc:
             raise StoreUnavailable(f"could not open the embedded palace at {self._path}: {exc}") from exc
+
+    def _open_shard(self, identity: CollectionIdentity) -> None:
+        identity_file = self._path / IDENTITY_FILE
+        live = self._generations.live()
+        live.mkdir(parents=True, exist_ok=True)
         segments = live / "segments"
         try:
             if segments.is_dir() and any(segments.iterdir()):
@@ -353,3 +398,4 @@ class EdgeStore(BackgroundIndexing):
                 self._shard.flush()
                 self._shard.close()
             self._shard = None
+        self._lock.release()

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 import qdrant_edge as qe
 
+from palace.errors import StoreLocked
 from palace.store.base import CollectionIdentity, IndexState, MemoryFilter, PointWrite
 from palace.store.edge import EdgeStore
 from palace.store.query import SearchQuery
@@ -80,6 +84,7 @@ def test_it_builds_the_index_in_the_background_and_keeps_every_write_made_meanwh
     assert store.shard.info().indexed_vectors_count >= 2 * INDEXED  # the dense graph, besides the BM25 index
     assert os.readlink(store.path) == ".shard.g2" and sorted(p.name for p in tmp_path.iterdir()) == [
         ".shard.g2",
+        ".shard.lock",
         "shard",
     ]
     store.close()
@@ -122,7 +127,7 @@ def test_it_abandons_a_build_cleanly_when_the_store_closes(tmp_path: Path) -> No
     assert store._indexer is not None
     store.close()
 
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".shard.g1", "shard"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".shard.g1", ".shard.lock", "shard"]
     reopened = _open(tmp_path / "shard", index_after=0)
     assert reopened.count(memory_filter=MemoryFilter()) == INDEXED
     reopened.close()
@@ -145,7 +150,7 @@ def test_it_adopts_a_shard_from_before_generations_and_repairs_an_interrupted_mi
     (tmp_path / "shard.swap").symlink_to(".shard.g3")
     store = _open(legacy, index_after=0)
     assert _nearest(store, vector[0]) == 7
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".shard.g0", "shard"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".shard.g0", ".shard.lock", "shard"]
     store.close()
 
 
@@ -204,3 +209,53 @@ def test_it_moves_a_shard_with_vectors_held_in_memory_to_disk_backed_vectors_at_
     reopened = _open(tmp_path / "shard", index_after=INDEXED)
     assert _nearest(reopened, vectors[500]) == 501
     reopened.close()
+
+
+HOLD_IN_ANOTHER_PROCESS = """
+import sys
+from palace.store.edge import EdgeStore
+from tests.palace.test_edge_store import IDENTITY, _points, _vectors
+store = EdgeStore(path=__import__("pathlib").Path(sys.argv[1]), index_after=10**9)
+store.ensure_collection(IDENTITY)
+store.upsert(_points(1, _vectors(32, seed=11)))
+print("holding", flush=True)
+sys.stdin.read()
+store.upsert(_points(33, _vectors(32, seed=12)))
+store.close()
+print("closed", flush=True)
+"""
+
+
+def test_it_refuses_a_shard_another_process_holds_without_letting_qdrant_edge_load_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A load that fails on Edge's own (late) lock can write the segments it read back over the holder's
+    # flush: the holder's acknowledged writes were lost that way. So a refusal must come before any load.
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_IN_ANOTHER_PROCESS, str(tmp_path / "shard")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).parents[2],
+    )
+    assert holder.stdout is not None and holder.stdin is not None
+    assert holder.stdout.readline().strip() == "holding"
+    opened: list[str] = []
+    for name in ("load", "create"):
+        original = getattr(qe.EdgeShard, name)
+        monkeypatch.setattr(
+            qe.EdgeShard, name, lambda *args, _name=name, _original=original: opened.append(_name) or _original(*args)
+        )
+    contender = EdgeStore(path=tmp_path / "shard", index_after=10**9)
+    for _ in range(20):
+        with pytest.raises(StoreLocked, match=r"already open in process \d+"):
+            contender.ensure_collection(IDENTITY)
+        with pytest.raises(StoreLocked), contender.held_exclusively():
+            pass
+    assert opened == []
+    holder.stdin.close()
+    assert holder.stdout.readline().strip() == "closed" and holder.wait(timeout=60) == 0
+    monkeypatch.undo()
+    contender.ensure_collection(IDENTITY)
+    assert contender.count(memory_filter=MemoryFilter()) == 64
+    contender.close()
