@@ -13,7 +13,6 @@ import hashlib
 import io
 import json
 import logging
-import threading
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
@@ -23,7 +22,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from palace import redaction
-from palace.background import BatchWriter
+from palace.background import WriterSlot
 from palace.forms import writer_stamp
 from palace.models import AuditPurge, AuditRecord
 from palace.timefmt import format_rfc3339
@@ -88,10 +87,7 @@ def record_read(
         degraded=degraded,
         **_query_fields(query),
     )
-    writer = _writer
-    if writer is not None and writer.submit(record):
-        return
-    _write([record])
+    _slot.write(record)
 
 
 def _write(records: list[AuditRecord]) -> None:
@@ -101,31 +97,22 @@ def _write(records: list[AuditRecord]) -> None:
         logger.error("could not write %d audit record(s)", len(records), exc_info=True)
 
 
-_writer: BatchWriter[AuditRecord] | None = None
-_writer_lock = threading.Lock()
+_slot: WriterSlot[AuditRecord] = WriterSlot(name="palazzo-audit-writer", write=_write)
 
 
 def start_audit_writer() -> None:
     """Write audit records from a background thread from now on (servers; commands write directly)."""
-    global _writer
-    with _writer_lock:
-        if _writer is None:
-            _writer = BatchWriter(name="palazzo-audit-writer", write=_write)
+    _slot.start()
 
 
 def stop_audit_writer() -> None:
     """Write the queued audit records and go back to writing them directly."""
-    global _writer
-    with _writer_lock:
-        writer, _writer = _writer, None
-    if writer is not None:
-        writer.stop()
+    _slot.stop()
 
 
 def flush_audit() -> None:
     """Make every audit record so far visible to queries."""
-    writer = _writer
-    if writer is not None and not writer.flush():
+    if not _slot.flush():
         logger.warning("audit records are still being written")
 
 

@@ -94,3 +94,37 @@ class BatchWriter(Generic[T]):
                     return
         finally:
             connections.close_all()
+
+
+class WriterSlot(Generic[T]):
+    """The process's one background writer of a kind: started by servers, absent in commands (they write directly)."""
+
+    def __init__(self, *, name: str, write: Callable[[list[T]], None]) -> None:
+        self._name = name
+        self._write = write
+        self._lock = threading.Lock()
+        self._writer: BatchWriter[T] | None = None
+
+    def start(self) -> None:
+        """Hand items to a background thread from now on."""
+        with self._lock:
+            if self._writer is None:
+                self._writer = BatchWriter(name=self._name, write=self._write)
+
+    def stop(self) -> None:
+        """Write what is queued, then go back to writing directly."""
+        with self._lock:
+            writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.stop()
+
+    def flush(self) -> bool:
+        """Wait until everything queued so far is written; False if that timed out."""
+        writer = self._writer
+        return writer is None or writer.flush()
+
+    def write(self, item: T) -> None:
+        """Queue the item to the background writer, or write it here when there is none (or its queue is full)."""
+        writer = self._writer
+        if writer is None or not writer.submit(item):
+            self._write([item])

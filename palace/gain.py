@@ -11,22 +11,19 @@ from __future__ import annotations
 import json
 import logging
 import math
-import threading
 from datetime import datetime
 from typing import Any
 
 from django.conf import settings
 from django.db.models import Count, Q, Sum
 
-from palace.background import BatchWriter
+from palace.background import WriterSlot
 from palace.models import UsageEvent
 from palace.timefmt import format_rfc3339, utc_now
 
 logger = logging.getLogger(__name__)
 
 ESTIMATE_VERSION = "estimate@v1"
-# The background writer: at most this many events wait (beyond it callers write their own).
-MAX_QUEUED_EVENTS = 10_000
 BYTES_PER_TOKEN = 4
 BASELINE_TOKENS = {
     "store": 1900,
@@ -90,10 +87,7 @@ def record_usage(
             "estimated_tokens": estimate,
             "baseline": baseline,
         }
-    writer = _writer
-    if writer is not None and writer.submit_event(event, line):
-        return
-    _write_usage([event], [line] if line else [])
+    _slot.write((event, line))
 
 
 def _write_usage(events: list[UsageEvent], lines: list[dict[str, Any]]) -> None:
@@ -108,49 +102,29 @@ def _write_usage(events: list[UsageEvent], lines: list[dict[str, Any]]) -> None:
         logger.warning("could not record usage of %d operation(s)", len(events), exc_info=True)
 
 
-class UsageWriter(BatchWriter[tuple[UsageEvent, "dict[str, Any] | None"]]):
-    """Writes usage events on one background thread, so a call never waits on the database.
-
-    A crash loses at most the events still queued (usage is telemetry; memories go through the journal).
-    """
-
-    def __init__(self, *, max_queued: int = MAX_QUEUED_EVENTS) -> None:
-        super().__init__(name="palazzo-usage-writer", write=self._write_batch, max_queued=max_queued)
-
-    @staticmethod
-    def _write_batch(items: list[tuple[UsageEvent, dict[str, Any] | None]]) -> None:
-        _write_usage([event for event, _ in items], [line for _, line in items if line is not None])
-
-    def submit_event(self, event: UsageEvent, line: dict[str, Any] | None) -> bool:
-        """Queue one event; False when the queue is full (the caller then writes it itself)."""
-        return self.submit((event, line))
+def _write_queued(items: list[tuple[UsageEvent, dict[str, Any] | None]]) -> None:
+    # A crash loses at most the events still queued (usage is telemetry; memories go through the journal).
+    _write_usage([event for event, _ in items], [line for _, line in items if line is not None])
 
 
-_writer: UsageWriter | None = None
-_writer_lock = threading.Lock()
+_slot: WriterSlot[tuple[UsageEvent, dict[str, Any] | None]] = WriterSlot(
+    name="palazzo-usage-writer", write=_write_queued
+)
 
 
 def start_usage_writer() -> None:
     """Record usage from a background thread from now on (servers; commands write directly)."""
-    global _writer
-    with _writer_lock:
-        if _writer is None:
-            _writer = UsageWriter()
+    _slot.start()
 
 
 def stop_usage_writer() -> None:
     """Write the queued usage events and go back to writing them directly."""
-    global _writer
-    with _writer_lock:
-        writer, _writer = _writer, None
-    if writer is not None:
-        writer.stop()
+    _slot.stop()
 
 
 def flush_usage() -> None:
     """Make every usage event recorded so far visible to queries (read-your-writes for gain)."""
-    writer = _writer
-    if writer is not None and not writer.flush():
+    if not _slot.flush():
         logger.warning("usage events are still being written; gain figures may lag behind")
 
 
