@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field, create_model
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import core_schema
 
+from palace.feedstatus import FeedSource
 from palace.memories import RETURNED_FIELDS, MemoryField, python_type
 
 
@@ -216,19 +217,6 @@ class SearchIndexState(BaseModel):
         default=None,
         description="Writes since the last build started (embedded store; a build starts every PALAZZO_INDEX_AFTER).",
     )
-
-
-class FeedSource(BaseModel):
-    """Transcript feeding from one harness on one device."""
-
-    harness: str
-    device: str
-    sessions: int = Field(description="Sessions (and subagent runs) fed.")
-    exchanges: int = Field(description="Exchanges that have a memory.")
-    memories: int = Field(description="Memories the feeding stored.")
-    last_fed_at: str | None
-    last_error: str | None = Field(description="The latest failure (transcript: reason), or null.")
-    last_error_at: str | None
 
 
 class FeedingState(BaseModel):

@@ -6,9 +6,23 @@ from typing import Any
 
 from django.conf import settings
 from django.db.models import Count, Max, Q, Sum
+from pydantic import BaseModel, Field
 
 from palace import spool
 from palace.models import FedTranscript
+
+
+class FeedSource(BaseModel):
+    """Transcript feeding from one harness on one device (palace_status and /healthz publish this shape)."""
+
+    harness: str
+    device: str
+    sessions: int = Field(description="Sessions (and subagent runs) fed.")
+    exchanges: int = Field(description="Exchanges that have a memory.")
+    memories: int = Field(description="Memories the feeding stored.")
+    last_fed_at: str | None = None
+    last_error: str | None = Field(None, description="The latest failure (transcript: reason), or null.")
+    last_error_at: str | None = None
 
 
 def _moment(value: Any) -> str | None:

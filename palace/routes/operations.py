@@ -10,6 +10,7 @@ from ninja import Field, Router, Schema
 from prometheus_client import generate_latest
 
 from palace import health, metrics, selectors
+from palace.feedstatus import FeedSource
 from palace.models import JournalEntry
 
 logger = logging.getLogger(__name__)
@@ -51,23 +52,10 @@ class JournalHealth(PartHealth):
     failed: int | None = Field(None, description="Entries refused or unappliable; the admin shows their reasons.")
 
 
-class FeedSourceHealth(Schema):
-    """Transcript feeding from one harness on one device."""
-
-    harness: str
-    device: str
-    sessions: int = Field(description="Sessions (and subagent runs) fed.")
-    exchanges: int = Field(description="Exchanges that have a memory.")
-    memories: int = Field(description="Memories the feeding stored.")
-    last_fed_at: str | None = None
-    last_error: str | None = Field(None, description="The latest failure (transcript: reason).")
-    last_error_at: str | None = None
-
-
 class FeedingHealth(Schema):
     """Transcript feeding per harness and device, and the hook spool of this server's data dir."""
 
-    sources: list[FeedSourceHealth] | None = None
+    sources: list[FeedSource] | None = None
     queued: int | None = Field(None, description="Transcripts waiting in the spool.")
     failed_waiting_for_retry: int | None = Field(None, description="Transcripts retried at the next trigger.")
     fed_by: str | None = Field(None, description="Who feeds the spool now: server or feeder (a detached process).")
