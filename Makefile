@@ -25,7 +25,10 @@ node_modules/.installed: package.json package-lock.json
 	npm ci --silent --no-audit --no-fund
 	touch $@
 
+# The project's bytecode, as a wheel install would compile it: an editable install compiles nothing, and
+# where PYTHONDONTWRITEBYTECODE is set (containers, CI) every process would compile palazzo again at start.
 setup: $(VENV)/.installed node_modules/.installed
+	$(BIN)/python -m compileall -q palace mcpserver embeddings palazzo_site
 
 # What the tests need beyond Python (Chromium + ChromeDriver, PostgreSQL, systemd-analyze, Chart.js); as root.
 services:

@@ -138,6 +138,16 @@ def open_palace(*, prepare_database: bool = False) -> None:
     start_usage_writer()
     start_audit_writer()
     feeder.start_spool_watcher()  # this process holds the palace now: it feeds what hooks queue
+    freezer = threading.Timer(FREEZE_HEAP_AFTER_SECONDS, _freeze_heap)
+    freezer.daemon = True
+    freezer.start()
+
+
+# The full collection before the freeze takes ~150 ms of the GIL: run then, not in the first call's way.
+FREEZE_HEAP_AFTER_SECONDS = 3.0
+
+
+def _freeze_heap() -> None:
     # Everything loaded so far (Django, the SDK, the model's Python side) lives as long as the
     # process; frozen, the cyclic collector stops re-scanning it: its full collections had paused
     # the server for 100-400 ms under load (bench/load_mcp.py), and now stay under 20 ms.

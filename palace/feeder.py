@@ -27,6 +27,10 @@ TAKEOVER_SECONDS = 30.0
 # How long a detached feeder waits for a server that just went away to release the palace.
 RELEASE_SECONDS = 15.0
 SNAPSHOT_INTERVAL_SECONDS = 5.0
+# A server's watcher starts feeding this long after the palace opened: its start-up work (migrate,
+# the first drain and snapshots) is pure Python, and on the GIL it would slow the client's first calls
+# (each Qdrant Edge call waits for the GIL on its way back). Hooks queue meanwhile; nothing waits on it.
+WATCH_AFTER_SECONDS = 2.0
 
 
 def feed_job(job: spool.Job, *, should_stop: Callable[[], bool] | None = None) -> FeedReport:
@@ -108,9 +112,12 @@ def get_palace_taking_over(*, wait_seconds: float = TAKEOVER_SECONDS) -> runtime
 class SpoolWatcher:
     """A thread of the process holding the palace: feeds the spool every poll and keeps snapshots fresh."""
 
-    def __init__(self, data_dir: Path, *, poll_seconds: float = spool.POLL_SECONDS) -> None:
+    def __init__(
+        self, data_dir: Path, *, poll_seconds: float = spool.POLL_SECONDS, start_after: float = WATCH_AFTER_SECONDS
+    ) -> None:
         self.data_dir = data_dir
         self.poll_seconds = poll_seconds
+        self.start_after = start_after
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="palazzo-spool", daemon=True)
         self._snapshot_mark: tuple[int | None, float] = (None, 0.0)
@@ -129,6 +136,8 @@ class SpoolWatcher:
         return self._stop.is_set()
 
     def _run(self) -> None:
+        if self._stop.wait(self.start_after):
+            return
         try:
             # runmcp does not migrate at start-up (the client is waiting); the feed state needs its tables.
             call_command("migrate", interactive=False, verbosity=0)
