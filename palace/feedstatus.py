@@ -50,18 +50,17 @@ def feeding_status() -> dict[str, Any]:
             .values("last_error", "last_error_at", "path")
             .first()
         )
-        sources.append(
-            {
-                "harness": row["harness"],
-                "device": row["device"],
-                "sessions": row["sessions"],
-                "exchanges": row["exchanges_total"] or 0,
-                "memories": row["memories"] or 0,
-                "last_fed_at": _moment(row["last_fed_at"]),
-                "last_error": f"{failure['path']}: {failure['last_error']}" if failure else None,
-                "last_error_at": _moment(failure["last_error_at"]) if failure else None,
-            }
+        source = FeedSource(
+            harness=row["harness"],
+            device=row["device"],
+            sessions=row["sessions"],
+            exchanges=row["exchanges_total"] or 0,
+            memories=row["memories"] or 0,
+            last_fed_at=_moment(row["last_fed_at"]),
+            last_error=f"{failure['path']}: {failure['last_error']}" if failure else None,
+            last_error_at=_moment(failure["last_error_at"]) if failure else None,
         )
+        sources.append(source.model_dump())
     data_dir = settings.PALAZZO.data_dir
     holder = spool.live_holder(data_dir)
     failed = (
