@@ -210,7 +210,7 @@ class EdgeStore(BackgroundIndexing):
             if not self._lock.acquire():
                 raise self._locked()
             try:
-                self._open_shard(identity)
+                self._open_shard(identity, identity_file)
             except BaseException:
                 if self._shard is not None:  # opened, then failed: closed before another process may open it
                     self._shard.close()
@@ -220,8 +220,7 @@ class EdgeStore(BackgroundIndexing):
         except OSError as exc:
             raise StoreUnavailable(f"could not open the embedded palace at {self._path}: {exc}") from exc
 
-    def _open_shard(self, identity: CollectionIdentity) -> None:
-        identity_file = self._path / IDENTITY_FILE
+    def _open_shard(self, identity: CollectionIdentity, identity_file: Path) -> None:
         live = self._generations.live()
         live.mkdir(parents=True, exist_ok=True)
         segments = live / "segments"
