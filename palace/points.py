@@ -1,10 +1,12 @@
-"""How memory records become store points, and the dense vectors deferred while the embedder is down."""
+"""How memory records become store points, and the dense vectors that follow them (single stores, embedder down)."""
 
 from __future__ import annotations
 
 import logging
+import threading
 import weakref
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -21,6 +23,13 @@ logger = logging.getLogger(__name__)
 
 # Stores known to hold no memory waiting for its dense vector, so find need not look again.
 _fully_embedded: weakref.WeakSet[VectorStore] = weakref.WeakSet()
+# Deferrals per store: a pass marks its store fully embedded only if none came in while it ran.
+_deferrals: weakref.WeakKeyDictionary[VectorStore, int] = weakref.WeakKeyDictionary()
+_deferrals_lock = threading.Lock()
+# One embedding pass at a time, so a search waits for the running one instead of repeating it.
+_embedding_turn = threading.Lock()
+_background: ThreadPoolExecutor | None = None
+_scheduled: weakref.WeakSet[VectorStore] = weakref.WeakSet()  # stores with a background pass yet to start
 
 
 def keyword_text(text: str, timestamp: str | None) -> str:
@@ -52,19 +61,75 @@ def embed_or_defer(palace: Palace, texts: Sequence[str]) -> list[npt.NDArray[np.
         vectors = palace.embedder.documents(texts)
     except EmbedderUnavailable as exc:
         logger.warning("storing %d memories keyword-searchable only, to embed later: %s", len(texts), exc)
-        _fully_embedded.discard(palace.store)
-        return [np.zeros((0, 0), dtype=np.float32) for _ in texts]
-    embed_deferred(palace)
+        return defer_embedding(palace, texts)
+    if palace.store not in _fully_embedded:
+        embed_in_background(palace)  # memories deferred while the embedder was down
     return vectors
 
 
+def defer_embedding(palace: Palace, texts: Sequence[str]) -> list[npt.NDArray[np.float32]]:
+    """Empty vectors for texts whose points are written keyword-searchable, their dense vectors to follow.
+
+    Call embed_in_background once the points are written; every search embeds what is still pending first.
+    """
+    with _deferrals_lock:
+        _fully_embedded.discard(palace.store)
+        _deferrals[palace.store] = _deferrals.get(palace.store, 0) + 1
+    return [np.zeros((0, 0), dtype=np.float32) for _ in texts]
+
+
+def embed_in_background(palace: Palace) -> None:
+    """Give pending memories their dense vectors in this process's embedding thread, soon.
+
+    At most one pass waits to start: it embeds everything pending when it starts, so a burst of
+    stores (or an embedder that keeps timing out) queues one pass, not one per store.
+    """
+    global _background
+    with _deferrals_lock:
+        if palace.store in _scheduled:
+            return
+        _scheduled.add(palace.store)
+        if _background is None:
+            _background = ThreadPoolExecutor(1, thread_name_prefix="palazzo-deferred-embedding")
+        _background.submit(_embed_quietly, palace)
+
+
+def wait_for_background_embedding() -> None:
+    """Block until the embedding thread has finished what it was given (before the palace closes)."""
+    global _background
+    with _deferrals_lock:
+        background, _background = _background, None
+    if background is not None:
+        background.shutdown(wait=True)
+
+
+def _embed_quietly(palace: Palace) -> None:
+    with _deferrals_lock:
+        _scheduled.discard(palace.store)  # what is deferred from now on needs the next pass
+    try:
+        embed_deferred(palace)
+    except Exception:  # the next search or store tries again
+        logger.exception("embedding of deferred memories failed")
+
+
 def embed_deferred(palace: Palace, *, batch_size: int = 64) -> int:
-    """Give memories stored while the embedder was down their dense vectors; returns how many."""
-    if palace.store in _fully_embedded:
+    """Give memories stored without a dense vector (deferred, or while the embedder was down) theirs; how many.
+
+    One pass at a time: a search that finds the background pass running waits for it, so it never
+    misses a memory by meaning. The model runs outside the write lock; under it, each point is
+    written back only if it is still there and still pending, with the payload it has now (a
+    supersede or delete that came in between stays as it is).
+    """
+    store = palace.store
+    if store in _fully_embedded:
         return 0
     done = 0
-    with write_lock:
-        pending = list(palace.store.scroll(memory_filter=MemoryFilter(needs_embedding=True)))
+    with _embedding_turn:
+        with _deferrals_lock:
+            if store in _fully_embedded:
+                return 0
+            generation = _deferrals.get(store, 0)
+        pending = list(store.scroll(memory_filter=MemoryFilter(needs_embedding=True)))
         for start in range(0, len(pending), batch_size):
             chunk = pending[start : start + batch_size]
             try:
@@ -72,19 +137,26 @@ def embed_deferred(palace: Palace, *, batch_size: int = 64) -> int:
             except EmbedderUnavailable as exc:
                 logger.warning("embedding of %d deferred memories postponed: %s", len(pending) - done, exc)
                 return done
-            palace.store.upsert(
-                [
+            with write_lock:
+                now = {point.id: point.payload for point in store.retrieve([point.id for point in chunk])}
+                writes = [
                     PointWrite(
                         id=point.id,
                         chunk_vectors=vector,
-                        payload={key: value for key, value in point.payload.items() if key != NEEDS_EMBEDDING},
-                        keyword_text=keyword_text(point.payload.get("text", ""), point.payload.get("timestamp")),
+                        payload={key: value for key, value in now[point.id].items() if key != NEEDS_EMBEDDING},
+                        keyword_text=keyword_text(now[point.id].get("text", ""), now[point.id].get("timestamp")),
                     )
                     for point, vector in zip(chunk, vectors)
+                    if point.id in now
+                    and now[point.id].get(NEEDS_EMBEDDING) == NEEDS_EMBEDDING_PENDING
+                    and now[point.id].get("text") == point.payload.get("text")
                 ]
-            )
+                if writes:
+                    store.upsert(writes)
             done += len(chunk)
-        _fully_embedded.add(palace.store)
+        with _deferrals_lock:
+            if _deferrals.get(store, 0) == generation:  # nothing deferred since this pass looked
+                _fully_embedded.add(store)
     if done:
-        logger.info("embedded %d memories stored while the embedder was down", done)
+        logger.debug("embedded %d memories stored without their dense vectors", done)
     return done

@@ -13,6 +13,7 @@ from palace.applier import canonicalise_rooms, replay_pending
 from palace.embedding import PalaceEmbedder
 from palace.errors import EmbedderUnavailable
 from palace.handle import Palace
+from palace.points import wait_for_background_embedding
 from palace.store.base import CollectionIdentity, VectorStore
 
 __all__ = ["Palace", "build_embedder", "build_store", "close_palace", "get_embedder", "get_palace"]
@@ -103,6 +104,7 @@ def get_palace() -> Palace:
 def close_palace() -> None:
     """Close the palace of this process (tests, shutdown)."""
     global _palace
+    wait_for_background_embedding()  # its last pass writes to the store about to close
     with _lock:
         if _palace is not None:
             _palace.close()

@@ -14,6 +14,7 @@ from palace.feedstatus import feeding_status
 from palace.forms import BrowseForm, CheckDuplicateForm, FindForm, GainForm, RecallForm, browse_cursor
 from palace.gain import gain_summary
 from palace.memories import public_memory
+from palace.points import embed_deferred
 from palace.runtime import Palace, get_palace
 from palace.store.base import MemoryFilter, StoredPoint
 from palace.store.query import SearchQuery, prefetch_depth
@@ -266,6 +267,7 @@ def check_duplicate(*, text: Any, actor: str = "", wings: scope.Wings = None) ->
     fields = CheckDuplicateForm({"text": text}).parsed()
     palace = get_palace()
     vector = palace.embedder.documents([fields["text"]])[0][0]
+    embed_deferred(palace)  # a memory stored a moment ago is compared by meaning too
     hits = palace.store.search(
         SearchQuery(
             dense_query=vector,

@@ -40,6 +40,8 @@ from palace.journal import preview
 from palace.locks import write_lock as _write_lock
 from palace.memories import BATCH_DEFAULT_KEYS, FILTER_KEYS, public_memory
 from palace.models import JournalEntry
+from palace.points import defer_embedding as _defer_embedding
+from palace.points import embed_in_background as _embed_in_background
 from palace.points import embed_or_defer as _embed_or_defer
 from palace.rebuild import rebuild
 from palace.records import memory_record, redact
@@ -143,11 +145,15 @@ def store_batch(
         outcomes.append({"index": index, "redactions": found})
     palace = get_palace()
     # Embed before taking the write lock so concurrent writers and searches do not queue behind a
-    # whole embedding pass; the duplicate check is repeated under the lock, where it decides.
+    # whole embedding pass; the duplicate check is repeated under the lock, where it decides. A single
+    # memory is written keyword-searchable and acknowledged, and its dense vector follows from the
+    # embedding thread: the model was most of a store's time, and every search embeds what is still
+    # pending before it ranks, so none misses it. Batches embed at once (bulk imports keep their pace).
     candidates = fresh_texts(palace, cleaned, wings)
-    prepared = dict(zip(candidates, _embed_or_defer(palace, candidates))) if candidates else {}
+    embed = _defer_embedding if _single else _embed_or_defer
+    prepared = dict(zip(candidates, embed(palace, candidates))) if candidates else {}
     with _write_lock:
-        return _store_validated(
+        result = _store_validated(
             palace,
             cleaned,
             outcomes,
@@ -156,6 +162,9 @@ def store_batch(
             added_by=added_by,
             wings=wings,
         )
+    if _single and result["counts"]["stored"]:
+        _embed_in_background(palace)
+    return result
 
 
 def _batch_defaults(defaults: Any) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from django.conf import settings
 from palace import applier, runtime, selectors, services, verify
 from palace.errors import ConfirmationRequired, ExpectedCountMismatch, InvalidInput, OutsideScope
 from palace.forms import MAX_TEXT_BYTES
+from palace.locks import write_lock
 from palace.models import JournalEntry
 from palace.runtime import Palace
 from tests.palace.helpers import memory
@@ -400,7 +401,8 @@ def test_it_refuses_bad_batch_defaults_and_writes_nothing(palace: Palace, defaul
 
 def _age_room_spelling(memory_id: int, spelling: str) -> None:
     """Make a memory look stored by a palazzo before canonical rooms: in the store and in its journal entry."""
-    runtime.get_palace().store.set_payload([memory_id], {"room": spelling})
+    with write_lock:  # as every writer of the store does (the embedding thread may be adding its vector)
+        runtime.get_palace().store.set_payload([memory_id], {"room": spelling})
     entry = next(entry for entry in JournalEntry.objects.all() if memory_id in entry.memory_ids)
     for record in entry.payload["memories"]:
         if record["id"] == memory_id:
