@@ -107,12 +107,12 @@ def _embed_quietly(palace: Palace) -> None:
     with _deferrals_lock:
         _scheduled.discard(palace.store)  # what is deferred from now on needs the next pass
     try:
-        embed_deferred(palace)
+        embed_deferred(palace, in_background=True)
     except Exception:  # the next search or store tries again
         logger.exception("embedding of deferred memories failed")
 
 
-def embed_deferred(palace: Palace, *, batch_size: int = 64) -> int:
+def embed_deferred(palace: Palace, *, batch_size: int = 64, in_background: bool = False) -> int:
     """Give memories stored without a dense vector (deferred, or while the embedder was down) theirs; how many.
 
     One pass at a time: a search that finds the background pass running waits for it, so it never
@@ -132,8 +132,14 @@ def embed_deferred(palace: Palace, *, batch_size: int = 64) -> int:
         pending = list(store.scroll(memory_filter=MemoryFilter(needs_embedding=True)))
         for start in range(0, len(pending), batch_size):
             chunk = pending[start : start + batch_size]
+            texts = [point.payload.get("text", "") for point in chunk]
             try:
-                vectors = palace.embedder.documents([point.payload.get("text", "") for point in chunk])
+                # In the background one text at a time: on one core, leaving the other to the calls.
+                vectors = (
+                    [palace.embedder.documents([text])[0] for text in texts]
+                    if in_background
+                    else palace.embedder.documents(texts)
+                )
             except EmbedderUnavailable as exc:
                 logger.warning("embedding of %d deferred memories postponed: %s", len(pending) - done, exc)
                 return done
