@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 
 from palace import points, runtime, selectors, services, supersession
-from palace.store.base import MemoryFilter
+from palace.store.base import NEEDS_EMBEDDING, MemoryFilter
+from palace.store.edge import EdgeStore
 from tests.palace.helpers import memory
 
-TAGS = {"category": "technical", "wing": "projects", "room": "palazzo", "hall": "facts"}
+TAGS: dict[str, Any] = {"category": "technical", "wing": "projects", "room": "palazzo", "hall": "facts"}
 
 
 def pending_ids(palace: runtime.Palace) -> list[int]:
@@ -34,6 +35,8 @@ def test_it_acknowledges_a_single_store_before_its_dense_vector_and_finds_it_by_
         stored = services.store(text="The zebra service moved its database to PostgreSQL 17 on Tuesday.", **TAGS)
         assert pending_ids(any_palace) == [stored["id"]]
         assert stored["duplicate"] is False
+    if isinstance(any_palace.store, EdgeStore):  # (qdrant-client's local mode keeps no payload indexes)
+        assert NEEDS_EMBEDDING in any_palace.store.payload_indexes()  # each pass looks pending points up by it
     # A dense-only search waits for the vector: a memory stored a moment ago is found by meaning.
     found = selectors.find(query="Which database does the zebra service use now?", limit=1, ranking="dense")
     assert [hit["id"] for hit in found["results"]] == [stored["id"]]
