@@ -264,13 +264,16 @@ class EdgeStore(BackgroundIndexing):
     def upsert(self, points: Sequence[PointWrite]) -> None:
         """Insert or replace points in one operation."""
         edge_points = []
+        dense_points = 0
         for point in points:
             sparse, dense = document_vectors(point)
             vectors: dict[str, Any] = {SPARSE: _edge_sparse(sparse)}
-            if dense is not None:  # a point stored while the embedder was down has only its keywords
+            if dense is not None:  # a single store, or one while the embedder was down: its keywords first
                 vectors[DENSE] = dense
+                dense_points += 1
             edge_points.append(qe.Point(point.id, vectors, point.payload))
-        self._apply(qe.UpdateOperation.upsert_points(edge_points), len(edge_points))
+        # A point without its dense vector yet adds nothing to a graph: its vector's write counts, once.
+        self._apply(qe.UpdateOperation.upsert_points(edge_points), dense_points)
 
     def set_payload(self, ids: Sequence[int], payload: dict[str, Any]) -> None:
         """Merge payload keys into existing points."""

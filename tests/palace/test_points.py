@@ -102,3 +102,11 @@ def test_it_embeds_what_a_closed_palace_left_pending_when_it_opens_again(
     found = selectors.find(query="Where is the printer?", limit=1, ranking="dense")
     assert [hit["id"] for hit in found["results"]] == [stored["id"]]
     assert pending_ids(reopened) == []
+
+
+def test_it_counts_a_single_store_once_towards_the_next_index_build(palace: runtime.Palace) -> None:
+    with embedding_thread_held():
+        services.store(text="The build cache lives on the second NVMe disk.", **TAGS)
+        assert palace.store.index_state().unindexed_writes == 0  # keywords only: nothing for a graph yet
+    points.wait_for_background_embedding()
+    assert palace.store.index_state().unindexed_writes == 1  # its dense vector
