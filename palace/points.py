@@ -21,10 +21,11 @@ from palace.timefmt import parse_rfc3339
 
 logger = logging.getLogger(__name__)
 
-# Stores known to hold no memory waiting for its dense vector, so find need not look again.
-_fully_embedded: weakref.WeakSet[VectorStore] = weakref.WeakSet()
-# Deferrals per store: a pass marks its store fully embedded only if none came in while it ran.
+# Per store: how many deferrals this process made, and how many the last finished pass had seen when it
+# started. Equal, nothing waits for its dense vector and a search need not look; a store no pass has
+# looked at yet (just opened: an earlier process may have left some) has no entry in the second.
 _deferrals: weakref.WeakKeyDictionary[VectorStore, int] = weakref.WeakKeyDictionary()
+_embedded_through: weakref.WeakKeyDictionary[VectorStore, int] = weakref.WeakKeyDictionary()
 _deferrals_lock = threading.Lock()
 # One embedding pass at a time, so a search waits for the running one instead of repeating it.
 _embedding_turn = threading.Lock()
@@ -62,7 +63,7 @@ def embed_or_defer(palace: Palace, texts: Sequence[str]) -> list[npt.NDArray[np.
     except EmbedderUnavailable as exc:
         logger.warning("storing %d memories keyword-searchable only, to embed later: %s", len(texts), exc)
         return defer_embedding(palace, texts)
-    if palace.store not in _fully_embedded:
+    if not _all_embedded(palace.store):
         embed_in_background(palace)  # memories deferred while the embedder was down
     return vectors
 
@@ -73,9 +74,13 @@ def defer_embedding(palace: Palace, texts: Sequence[str]) -> list[npt.NDArray[np
     Call embed_in_background once the points are written; every search embeds what is still pending first.
     """
     with _deferrals_lock:
-        _fully_embedded.discard(palace.store)
         _deferrals[palace.store] = _deferrals.get(palace.store, 0) + 1
     return [np.zeros((0, 0), dtype=np.float32) for _ in texts]
+
+
+def _all_embedded(store: VectorStore) -> bool:
+    with _deferrals_lock:
+        return _embedded_through.get(store) == _deferrals.get(store, 0)
 
 
 def embed_in_background(palace: Palace) -> None:
@@ -121,14 +126,14 @@ def embed_deferred(palace: Palace, *, batch_size: int = 64, in_background: bool 
     supersede or delete that came in between stays as it is).
     """
     store = palace.store
-    if store in _fully_embedded:
+    if _all_embedded(store):
         return 0
     done = 0
     with _embedding_turn:
+        if _all_embedded(store):  # the pass this one waited for did it
+            return 0
         with _deferrals_lock:
-            if store in _fully_embedded:
-                return 0
-            generation = _deferrals.get(store, 0)
+            generation = _deferrals.get(store, 0)  # read before the scroll: later deferrals need a later pass
         pending = list(store.scroll(memory_filter=MemoryFilter(needs_embedding=True)))
         for start in range(0, len(pending), batch_size):
             chunk = pending[start : start + batch_size]
@@ -161,8 +166,7 @@ def embed_deferred(palace: Palace, *, batch_size: int = 64, in_background: bool 
                     store.upsert(writes)
             done += len(chunk)
         with _deferrals_lock:
-            if _deferrals.get(store, 0) == generation:  # nothing deferred since this pass looked
-                _fully_embedded.add(store)
+            _embedded_through[store] = generation  # what was deferred since it looked waits for the next pass
     if done:
         logger.debug("embedded %d memories stored without their dense vectors", done)
     return done

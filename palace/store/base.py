@@ -17,7 +17,8 @@ if TYPE_CHECKING:  # query.py builds on MemoryFilter below
 
 DENSE = "dense"
 SPARSE = "bm25"
-# Payload flag of a memory stored while the embedder was down: keyword-searchable, dense vector pending.
+# Payload flag of a memory written keyword-searchable, its dense vector to follow (a single store, or the
+# embedder down).
 NEEDS_EMBEDDING = "needs_embedding"
 NEEDS_EMBEDDING_PENDING = "pending"  # a string: Edge's MatchValue does not match payload booleans
 # needs_embedding: every single store's embedding pass looks its points up (a 38 ms scan at 10k without it).
