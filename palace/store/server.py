@@ -167,6 +167,7 @@ class ServerStore:
                         size=identity.dimension,
                         distance=models.Distance.COSINE,
                         multivector_config=models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM),
+                        datatype=models.Datatype.FLOAT16,  # as the embedded shard (palace/store/shard.py)
                     )
                 },
                 sparse_vectors_config={SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)},

@@ -18,7 +18,7 @@ from palace.errors import StoreLocked
 from palace.store.base import CollectionIdentity, IndexState, MemoryFilter, PointWrite
 from palace.store.edge import EdgeStore
 from palace.store.query import SearchQuery
-from palace.store.shard import shard_config
+from palace.store.shard import shard_config, shard_datatype
 
 IDENTITY = CollectionIdentity(model_name="test-model", dimension=384)
 # Enough vectors (1.5 KB each) to pass the shard's indexing threshold, so a build makes real graphs.
@@ -206,9 +206,37 @@ def test_it_moves_a_shard_with_vectors_held_in_memory_to_disk_backed_vectors_at_
 
     config = json.loads((tmp_path / os.readlink(tmp_path / "shard") / "edge_config.json").read_text())
     assert config["vectors"]["dense"]["memory"] == "cold"
+    # Edge refuses to load a shard with another datatype: the build kept the one it was created with.
+    assert config["vectors"]["dense"]["datatype"] == "float32"
     reopened = _open(tmp_path / "shard", index_after=INDEXED)
     assert _nearest(reopened, vectors[500]) == 501
     reopened.close()
+
+
+def _vector_bytes_on_disk(shard: Path) -> int:
+    files = (shard.parent / os.readlink(shard)).glob("segments/*/vector_storage-dense/**/*")
+    return sum(entry.stat().st_blocks * 512 for entry in files if entry.is_file())
+
+
+def test_it_stores_a_new_shards_dense_vectors_as_float16_in_half_the_space_with_the_same_ranking(
+    tmp_path: Path,
+) -> None:
+    vectors = _vectors(INDEXED, seed=11)
+    float16 = _open(tmp_path / "new", index_after=10**9)
+    _fill(float16, vectors)
+    qe.EdgeShard.create(str(tmp_path / "old"), shard_config(IDENTITY, dense_datatype="float32")).close()
+    float32 = _open(tmp_path / "old", index_after=10**9)
+    _fill(float32, vectors)
+
+    assert shard_datatype(tmp_path / "new") == "float16" and shard_datatype(tmp_path / "old") == "float32"
+    assert _vector_bytes_on_disk(tmp_path / "new") < 0.6 * _vector_bytes_on_disk(tmp_path / "old")
+    for probe in (3, 400, 999):
+        query = SearchQuery(dense_query=vectors[probe], keyword_query=None, memory_filter=MemoryFilter(), limit=10)
+        halves, fulls = float16.search(query), float32.search(query)
+        assert [hit.id for hit in halves] == [hit.id for hit in fulls]
+        assert np.allclose([hit.score for hit in halves], [hit.score for hit in fulls], atol=2e-3)
+    float16.close()
+    float32.close()
 
 
 HOLD_IN_ANOTHER_PROCESS = """

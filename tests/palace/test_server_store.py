@@ -574,14 +574,22 @@ def both_stores(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Edge
     client.close()
 
 
-def _ranked(hits: list[Any], limit: int) -> tuple[list[float], list[tuple[float, frozenset[int]]]]:
+def _ranked(hits: list[Any], limit: int) -> tuple[list[float], list[frozenset[int]]]:
     """The scores, and the ids per score best first: stores may order equal scores either way, and
     when the limit cuts through a tie, keep either; so the last group of a full page is left out."""
     groups: dict[float, set[int]] = {}
     for hit in hits:
         groups.setdefault(round(hit.score, 5), set()).add(hit.id)
-    ranked = [(score, frozenset(group)) for score, group in sorted(groups.items(), reverse=True)]
-    return [round(hit.score, 5) for hit in hits], ranked[:-1] if len(hits) == limit else ranked
+    ranked = [frozenset(group) for _, group in sorted(groups.items(), reverse=True)]
+    return [hit.score for hit in hits], ranked[:-1] if len(hits) == limit else ranked
+
+
+def _assert_ranked_alike(from_server: list[Any], from_edge: list[Any], limit: int) -> None:
+    server_scores, server_groups = _ranked(from_server, limit)
+    edge_scores, edge_groups = _ranked(from_edge, limit)
+    assert server_groups == edge_groups
+    # The embedded shard stores float16 vectors and qdrant-client's local mode float32: cosines differ by ~1e-4.
+    assert len(server_scores) == len(edge_scores) and np.allclose(server_scores, edge_scores, rtol=0, atol=1e-3)
 
 
 PARITY_FILTERS = [
@@ -621,7 +629,7 @@ def test_it_filters_alike_in_both_stores(
     query = unit(np.random.default_rng(3))[0]
     for dense, keyword in ((query, None), (None, "kilo lima"), (query, "kilo lima")):
         asked = SearchQuery(dense_query=dense, keyword_query=keyword, memory_filter=memory_filter, limit=10)
-        assert _ranked(server.search(asked), 10) == _ranked(edge.search(asked), 10)
+        _assert_ranked_alike(server.search(asked), edge.search(asked), 10)
 
 
 @pytest.mark.parametrize(
@@ -649,7 +657,7 @@ def test_it_ranks_alike_in_both_stores(both_stores: tuple[EdgeStore, ServerStore
         options["dense_query"] = options.pop("dense")
     asked = SearchQuery(**{"memory_filter": NOTHING, "limit": 10, **options})
     from_edge, from_server = edge.search(asked), server.search(asked)
-    assert _ranked(from_server, asked.limit) == _ranked(from_edge, asked.limit)
+    _assert_ranked_alike(from_server, from_edge, asked.limit)
     assert len(from_edge) <= asked.limit
     if asked.dense_query is not None and asked.keyword_query == "kilo lima":  # fused: depth bounds what reaches it
         assert len(from_edge) <= 2 * asked.leg_depth
