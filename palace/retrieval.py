@@ -46,12 +46,19 @@ class SearchPlan:
         return self.dense_query is not None and bool(self.keyword_query)
 
     def normalise(self, score: float) -> float:
-        """A fused RRF score as a fraction of the best possible one; leg scores are left as they are."""
-        return score / BEST_FUSED_SCORE if self.fused else score
+        """A fused RRF score as a fraction of the best possible one; a dense leg's as a cosine; BM25's as it is."""
+        if self.fused:
+            return score / BEST_FUSED_SCORE
+        return as_cosine(score) if self.dense_query is not None else score
 
     def rerank(self, hits: list[StoredPoint]) -> list[StoredPoint]:
         """Fused hits with session context added (see SESSION_WEIGHT); single-leg hits as they are."""
         return with_session_context(hits) if self.fused else hits
+
+
+def as_cosine(score: float) -> float:
+    """A dense leg's score, at most 1: against a float16-stored vector it can come out a rounding (~1e-4) above."""
+    return min(score, 1.0)
 
 
 def with_session_context(hits: list[StoredPoint]) -> list[StoredPoint]:

@@ -275,8 +275,8 @@ def check_duplicate(*, text: Any, actor: str = "", wings: scope.Wings = None) ->
             limit=1,
         )
     )
-    closest = public_memory(hits[0].id, hits[0].payload, score=hits[0].score) if hits else None
-    score = hits[0].score if hits else None
+    score = retrieval.as_cosine(hits[0].score or 0.0) if hits else None
+    closest = public_memory(hits[0].id, hits[0].payload, score=score) if hits else None
     audit.record_read(
         operation="check_duplicate", actor=actor, query=fields["text"], result_ids=[hit.id for hit in hits]
     )

@@ -9,7 +9,6 @@ from __future__ import annotations
 import fcntl
 import json
 import logging
-import math
 import os
 import shutil
 import socket
@@ -304,12 +303,9 @@ class EdgeStore(BackgroundIndexing):
     def search(self, query: neutral.SearchQuery) -> list[StoredPoint]:
         """Run a search: one leg alone, or both fused by RRF inside the shard."""
         flt = edge_filter(query.memory_filter)
-        neutral_legs = search_legs(query)
-        legs = [_edge_leg(leg) for leg in neutral_legs]
+        legs = [_edge_leg(leg) for leg in search_legs(query)]
         if not legs:
             return []
-        # A cosine against a float16-stored vector can come out a rounding (~1e-4) above 1.
-        ceiling = 1.0 if len(legs) == 1 and neutral_legs[0].dense is not None else math.inf
         if len(legs) == 1:
             request = qe.QueryRequest(limit=query.limit, query=legs[0], filter=flt, with_payload=True)
         else:
@@ -325,7 +321,7 @@ class EdgeStore(BackgroundIndexing):
         with self._shard_lock:
             points = self.shard.query(request)
         return [
-            StoredPoint(id=int(point.id), payload=dict(point.payload or {}), score=min(float(point.score), ceiling))
+            StoredPoint(id=int(point.id), payload=dict(point.payload or {}), score=float(point.score))
             for point in points
         ]
 
