@@ -96,19 +96,18 @@ def _edge_condition(condition: neutral.Condition) -> Any:
                 name: neutral.rfc3339(moment) for name, moment in (("gte", gte), ("lte", lte), ("gt", gt)) if moment
             }
             return qe.FieldCondition(key, range=qe.RangeDateTime(**bounds))
-        case neutral.Not(inner):
-            return qe.Filter(must_not=[_edge_condition(inner)])
     raise TypeError(f"unknown filter condition {condition!r}")  # pragma: no cover - the union is exhaustive
 
 
 def edge_filter(memory_filter: MemoryFilter) -> qe.Filter | None:
     """Translate a MemoryFilter (its meaning: store.query.filter_conditions) into an Edge filter."""
     conditions = neutral.filter_conditions(memory_filter)
-    # A negation goes to the top level's must_not: nested as must=[Filter(must_not=...)] it cost as
-    # much as the disjunction it replaced.
-    must = [_edge_condition(condition) for condition in conditions if not isinstance(condition, neutral.Not)]
-    must_not = [_edge_condition(condition.condition) for condition in conditions if isinstance(condition, neutral.Not)]
-    return qe.Filter(must=must or None, must_not=must_not or None) if conditions else None
+    if not conditions:
+        return None
+    return qe.Filter(
+        must=[_edge_condition(condition) for condition in conditions.must] or None,
+        must_not=[_edge_condition(condition) for condition in conditions.must_not] or None,
+    )
 
 
 def _edge_sparse(vector: neutral.SparseVector) -> qe.SparseVector:

@@ -69,14 +69,23 @@ class TimeRange:
     gt: datetime | None = None
 
 
+Condition = Match | MatchAny | HasId | TimeRange
+
+
 @dataclass(frozen=True)
-class Not:
-    """The condition does not hold; a point without the condition's field passes."""
+class Conditions:
+    """A filter: conditions that must all hold, and ones none of which may (a point without the field passes).
 
-    condition: TimeRange
+    Both stores put must_not at the filter's top level: nested as must=[Filter(must_not=...)] it cost an
+    Edge scan as much as the absent-null-or-later disjunction it replaced.
+    """
 
+    must: tuple[Condition, ...] = ()
+    must_not: tuple[Condition, ...] = ()
 
-Condition = Match | MatchAny | HasId | TimeRange | Not
+    def __bool__(self) -> bool:
+        return bool(self.must or self.must_not)
+
 
 KEYWORD_FILTERS = ("wing", "category", "room", "hall", "session")
 
@@ -95,9 +104,10 @@ def rfc3339(moment: datetime) -> str:
     return whole_second(moment).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def filter_conditions(memory_filter: MemoryFilter) -> tuple[Condition, ...]:
-    """What a MemoryFilter means: conditions that must all hold (none = every point)."""
+def filter_conditions(memory_filter: MemoryFilter) -> Conditions:
+    """What a MemoryFilter means (none = every point)."""
     must: list[Condition] = []
+    must_not: list[Condition] = []
     for key in KEYWORD_FILTERS:
         value = getattr(memory_filter, key)
         if value is not None:
@@ -120,7 +130,7 @@ def filter_conditions(memory_filter: MemoryFilter) -> tuple[Condition, ...]:
         now = memory_filter.current_at or datetime.now(UTC)
         # "not ended by now" rather than "absent, null or after now": one check of the datetime index per
         # point, where the three conditions cost a 10k-memory scan ~1 ms of CPU more.
-        must.append(Not(TimeRange("valid_until", lte=whole_second(now))))
+        must_not.append(TimeRange("valid_until", lte=whole_second(now)))
     if memory_filter.wings is not None:
         must.append(MatchAny("wing", tuple(memory_filter.wings)))
     if memory_filter.expired is not None:
@@ -128,8 +138,8 @@ def filter_conditions(memory_filter: MemoryFilter) -> tuple[Condition, ...]:
         if memory_filter.expired:
             must.append(TimeRange("expires_at", lte=moment))
         else:
-            must.append(Not(TimeRange("expires_at", lte=moment)))
-    return tuple(must)
+            must_not.append(TimeRange("expires_at", lte=moment))
+    return Conditions(must=tuple(must), must_not=tuple(must_not))
 
 
 # The search -----------------------------------------------------------------------------------------
@@ -167,11 +177,6 @@ class SearchQuery:
     def leg_depth(self) -> int:
         """Candidates per leg when the legs are fused."""
         return self.depth if self.depth is not None else prefetch_depth(self.limit)
-
-    @property
-    def conditions(self) -> tuple[Condition, ...]:
-        """The filter tree every leg applies."""
-        return filter_conditions(self.memory_filter)
 
 
 @dataclass(frozen=True)

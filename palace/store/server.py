@@ -44,17 +44,18 @@ def _server_condition(condition: neutral.Condition) -> models.Condition:
             return models.HasIdCondition(has_id=list(ids))
         case neutral.TimeRange(key, gte, lte, gt):
             return models.FieldCondition(key=key, range=models.DatetimeRange(gte=gte, lte=lte, gt=gt))
-        case neutral.Not(inner):
-            return models.Filter(must_not=[_server_condition(inner)])
     raise TypeError(f"unknown filter condition {condition!r}")  # pragma: no cover - the union is exhaustive
 
 
 def server_filter(memory_filter: MemoryFilter) -> models.Filter | None:
     """Translate a MemoryFilter (its meaning: store.query.filter_conditions) into a qdrant-client filter."""
     conditions = neutral.filter_conditions(memory_filter)
-    must = [_server_condition(condition) for condition in conditions if not isinstance(condition, neutral.Not)]
-    must_not = [_server_condition(item.condition) for item in conditions if isinstance(item, neutral.Not)]
-    return models.Filter(must=must or None, must_not=must_not or None) if conditions else None
+    if not conditions:
+        return None
+    return models.Filter(
+        must=[_server_condition(condition) for condition in conditions.must] or None,
+        must_not=[_server_condition(condition) for condition in conditions.must_not] or None,
+    )
 
 
 def _sparse(vector: neutral.SparseVector) -> models.SparseVector:

@@ -79,19 +79,6 @@ def test_it_lists_the_eleven_tools_with_schemas_and_annotations(palazzo: Palazzo
     assert "defaults" in tools["palace_store_batch"].input_schema["properties"]
 
 
-def _keywords(schema: Any) -> set[str]:
-    """Every JSON-schema keyword used anywhere in schema (property names excluded)."""
-    if isinstance(schema, list):
-        return set().union(*(_keywords(item) for item in schema)) if schema else set()
-    if not isinstance(schema, dict):
-        return set()
-    found = set(schema)
-    for key, value in schema.items():
-        inner = value.values() if key in ("properties", "$defs") else [value]
-        found |= set().union(*(_keywords(item) for item in inner)) if inner else set()
-    return found
-
-
 def test_it_keeps_tools_list_within_4000_tokens_with_output_schemas_of_one_subschema(palazzo: Palazzo) -> None:
     listed = palazzo.list_tools()
     tools = [tool.model_dump(by_alias=True, exclude_none=True, mode="json") for tool in listed.tools]
