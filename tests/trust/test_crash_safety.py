@@ -27,8 +27,10 @@ from mcp import Client
 from mcp_types import Implementation
 
 from palace import services
+from palace.locks import write_lock
 from palace.models import JournalEntry
 from palace.runtime import Palace
+from palace.store.base import PointWrite
 from palace.verify import verify
 from tests.palace.helpers import memory
 from tests.trust.conftest import ROOT, KillableServer, killable_server, manage, migrate, server_env
@@ -241,17 +243,18 @@ def test_it_reports_every_kind_of_difference(palace: Palace) -> None:
     gone = services.store(**memory("verify: deleted, then resurrected"))
     point = palace.store.retrieve([gone["id"]])[0]
     services.delete(ids=[gone["id"]], reason="test", confirm=True)
-    palace.store.delete([lost["id"]])
-    palace.store.set_payload([kept["id"]], {"text": "something else", "valid_until": "2020-01-01T00:00:00Z"})
     vectors = palace.embedder.documents(["stray"])
-    from palace.store.base import PointWrite
-
-    palace.store.upsert(
-        [
-            PointWrite(id=gone["id"], chunk_vectors=vectors[0], payload=point.payload, keyword_text="x"),
-            PointWrite(id=1_900_000_000, chunk_vectors=vectors[0], payload={"text": "stray"}, keyword_text="stray"),
-        ]
-    )
+    # Under the write lock, as every writer of the store does: the embedding thread may be writing
+    # these memories' dense vectors back with the payload it read a moment before.
+    with write_lock:
+        palace.store.delete([lost["id"]])
+        palace.store.set_payload([kept["id"]], {"text": "something else", "valid_until": "2020-01-01T00:00:00Z"})
+        palace.store.upsert(
+            [
+                PointWrite(id=gone["id"], chunk_vectors=vectors[0], payload=point.payload, keyword_text="x"),
+                PointWrite(id=1_900_000_000, chunk_vectors=vectors[0], payload={"text": "stray"}, keyword_text="stray"),
+            ]
+        )
     report = verify()
     assert not report["ok"]
     differences = report["differences"]
