@@ -65,7 +65,8 @@ def instructions(env: PalazzoEnvironment) -> str:
         "lists a room or wing newest first; palace_recall fetches known ids; palace_check_duplicate tests a "
         "text before storing; palace_gain "
         f"reports token savings. {writes} Superseded memories are hidden from palace_find unless "
-        "include_superseded=true. Errors start with a [code], name the field and the rule, and say what to do; "
+        "include_superseded=true. A memory in a result leaves out the fields it has no value for. "
+        "Errors start with a [code], name the field and the rule, and say what to do; "
         "nothing is written when a call fails."
     )
 

@@ -102,7 +102,7 @@ def test_it_stores_finds_recalls_counts_and_checks_a_memory(palazzo: Palazzo) ->
     text = unique("The staging database runs PostgreSQL 16 on host db-stage-2")
     stored = palazzo.ok("palace_store", memory(text))
     assert stored["id"] >= 1_000_000_000
-    assert (stored["duplicate"], stored["duplicate_of"]) == (False, None)
+    assert stored["duplicate"] is False and "duplicate_of" not in stored
     found = palazzo.ok("palace_find", {"query": text, "limit": 3})
     assert stored["id"] in [hit["id"] for hit in found["results"]]
     assert found["count"] == len(found["results"]) <= 3
@@ -115,6 +115,23 @@ def test_it_stores_finds_recalls_counts_and_checks_a_memory(palazzo: Palazzo) ->
     check = palazzo.ok("palace_check_duplicate", {"text": text})
     assert check["is_duplicate"] is True and check["same_text"] is True
     assert check["closest"]["id"] == stored["id"]
+
+
+def test_it_leaves_a_memorys_unset_fields_out_of_every_result_and_keeps_the_set_ones(palazzo: Palazzo) -> None:
+    old = palazzo.ok("palace_store", memory(unique("The cache TTL is 60 s")))
+    new = palazzo.ok("palace_supersede", {"supersedes": [old["id"]], "reason": "tuned", "text": unique("TTL 90 s")})
+    schemas = {tool.name: tool.output_schema for tool in palazzo.list_tools().tools}
+    jsonschema.validate(old, schemas["palace_store"])  # the keys a store's result always carries are named
+    unset = {"session", "source_file", "valid_from", "valid_until", "superseded_by", "superseded_reason", "expires_at"}
+    assert not unset & set(old) and None not in old.values()
+    recalled = palazzo.ok("palace_recall", {"ids": [old["id"], new["memory"]["id"]]})["memories"]
+    by_id = {item["id"]: item for item in recalled}
+    assert by_id[old["id"]]["superseded_by"] == new["memory"]["id"] and by_id[old["id"]]["valid_until"]
+    assert by_id[new["memory"]["id"]]["supersedes"] == [old["id"]]
+    assert "superseded_by" not in by_id[new["memory"]["id"]]
+    found = palazzo.ok("palace_find", {"query": "cache TTL", "limit": 5})
+    assert found["results"] and all(None not in hit.values() for hit in found["results"])
+    assert found["degraded_reason"] is None  # outside a memory, a null field stays
 
 
 def test_it_returns_the_existing_memory_when_the_same_text_is_stored_again(palazzo: Palazzo) -> None:
@@ -187,6 +204,7 @@ def test_it_supersedes_and_hides_the_old_memory_unless_asked(palazzo: Palazzo) -
     items = batch["items"]
     assert [item["status"] for item in items] == ["stored", "stored", "duplicate"]
     assert items[0]["duplicate_of"] is None and items[1]["duplicate_of"] is None
+    assert "superseded_by" not in items[0]["memory"]
     assert items[2]["duplicate_of"] == new_id and items[2]["memory"]["id"] == new_id
     assert batch["counts"] == {"stored": 2, "duplicates_returned": 1, "skipped_duplicates": 0, "failed": 0}
     recalled_alpha = palazzo.ok("palace_recall", {"ids": [items[0]["memory"]["id"]]})
