@@ -13,7 +13,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio.to_thread
 from django.conf import settings
@@ -37,9 +37,15 @@ from palace.errors import InvalidInput, PalaceError
 from palace.forms import shown_name, writer_stamp
 from palace.gain import record_usage, start_usage_writer
 
+if TYPE_CHECKING:
+    from mcp.shared._stream_protocols import ReadStream, WriteStream
+    from mcp.shared.message import SessionMessage
+
 logger = logging.getLogger(__name__)
 
 WAKE_UP_URI = "palace://wake-up"
+# The largest message a transport takes: 256 memories of 32 KB each, JSON-escaped, with room to spare.
+MAX_MESSAGE_BYTES = 40 * 1024 * 1024
 CONTEXT_KWARG = "_palazzo_mcp_context"
 TOKEN_STAMP_PREFIX = "token:"
 
@@ -105,10 +111,9 @@ class PalaceWarmup:
         finally:
             self._done.set()
 
-    def wait(self) -> None:
-        """Block until the background opening finished (at once when none was started)."""
-        if self._started:
-            self._done.wait()
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the background opening finished (at once when none was started); False on timeout."""
+        return not self._started or self._done.wait(timeout)
 
 
 def open_palace(*, prepare_database: bool = False) -> None:
@@ -327,7 +332,16 @@ _resource_reader: contextvars.ContextVar[Caller | None] = contextvars.ContextVar
 
 
 class PalazzoServer(MCPServer[Any]):
-    """MCPServer that tells resource functions who is reading."""
+    """MCPServer that tells resource functions who is reading, and serves any pair of message streams."""
+
+    warmup: PalaceWarmup  # the palace opening its tool calls wait for
+
+    async def run_streams(
+        self, read_stream: ReadStream[SessionMessage | Exception], write_stream: WriteStream[SessionMessage]
+    ) -> None:
+        """Serve one connection over the given streams until the read side closes (as run_stdio_async does)."""
+        server = self._lowlevel_server
+        await server.run(read_stream, write_stream, server.create_initialization_options())
 
     async def read_resource(self, uri: Any, context: Context[Any, Any] | None = None) -> Any:
         token = _resource_reader.set(_caller(context))
@@ -337,7 +351,7 @@ class PalazzoServer(MCPServer[Any]):
             _resource_reader.reset(token)
 
 
-def build_server(*, env: PalazzoEnvironment | None = None, warm_up_in_background: bool = False) -> MCPServer[Any]:
+def build_server(*, env: PalazzoEnvironment | None = None, warm_up_in_background: bool = False) -> PalazzoServer:
     """The MCP server over the process's palace; read-only deployments get the read tools only."""
     env = env or settings.PALAZZO
     warmup = PalaceWarmup()
@@ -349,7 +363,7 @@ def build_server(*, env: PalazzoEnvironment | None = None, warm_up_in_background
         yield {}
 
     specs = [spec for spec in TOOLS if spec.read_only or not env.read_only]
-    server: MCPServer[Any] = PalazzoServer(
+    server = PalazzoServer(
         name="palazzo",
         title="palazzo memory palace",
         version=__version__,
@@ -358,6 +372,7 @@ def build_server(*, env: PalazzoEnvironment | None = None, warm_up_in_background
         log_level=cast(Any, env.log_level),
         lifespan=lifespan,
     )
+    server.warmup = warmup
 
     async def wake_up(ctx: Context[Any]) -> str:
         outcome = await _wake_up("prompt:wake_up", warmup, _caller(ctx))

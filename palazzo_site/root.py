@@ -10,7 +10,7 @@ from django.core.asgi import get_asgi_application
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from mcpserver.server import build_server, open_palace
+from mcpserver.server import MAX_MESSAGE_BYTES, build_server, open_palace
 from palace import feeder, runtime
 from palace.audit import stop_audit_writer
 from palace.errors import PalaceError
@@ -22,8 +22,7 @@ logger = logging.getLogger(__name__)
 
 
 MCP_PATH = "/mcp"
-# 256 memories of 32 KB each, JSON-escaped, with room to spare.
-MAX_MCP_BODY_BYTES = 40 * 1024 * 1024
+MAX_MCP_BODY_BYTES = MAX_MESSAGE_BYTES
 
 
 def _header(scope: Scope, name: bytes) -> str | None:

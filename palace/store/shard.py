@@ -25,6 +25,11 @@ INDEXING_THRESHOLD_KB = 1000
 # turns on (LoCoMo's recall was unchanged). Edge refuses to load a shard with another datatype than
 # it was created with, so shards from before keep float32 (see shard_datatype).
 DENSE_DATATYPE = "float16"
+# One search thread. Edge's default pool (a thread per CPU) hands each search to its threads and waits
+# for them; on a 2-core VM those hand-offs cost more than the scan. In-process finds on the side-by-side
+# corpus took 8.9-10.6 ms at 1k memories with the default pool against 6.8-7.8 ms with one thread (12.6-12.9
+# against 8.0-9.8 ms at 10k), and the query's model run after such a search was 1-2 ms slower.
+SEARCH_THREADS = 1
 EDGE_CONFIG_FILE = "edge_config.json"  # Edge's record of the configuration a shard was created with
 _DATATYPES = {"float16": qe.VectorStorageDatatype.Float16, "float32": qe.VectorStorageDatatype.Float32}
 _BYTES_PER_DIMENSION = {"float16": 2, "float32": 4}
@@ -40,7 +45,7 @@ def shard_datatype(path: Path) -> str:
 
 
 def shard_config(identity: CollectionIdentity, *, dense_datatype: str = DENSE_DATATYPE) -> qe.EdgeConfig:
-    """The shard's vectors (chunk multivectors with max-sim, BM25 with IDF) and optimizer settings."""
+    """The shard's vectors (chunk multivectors with max-sim, BM25 with IDF), optimizer settings and search threads."""
     return qe.EdgeConfig(
         vectors={
             DENSE: qe.EdgeVectorParams(
@@ -50,7 +55,7 @@ def shard_config(identity: CollectionIdentity, *, dense_datatype: str = DENSE_DA
                 # Cold: mmapped and paged in as searches touch them. The default (Cached) reads the
                 # whole preallocated storage files into memory, mostly empty space: ~75 MiB of RSS
                 # at 10k memories. Searches were no slower (bench/bench_core.py). Existing shards
-                # switch at their next index build, whose child process loads them with this config.
+                # switch when next opened: every load passes this configuration.
                 memory=qe.Memory.Cold,
                 datatype=_DATATYPES[dense_datatype],
             )
@@ -59,4 +64,5 @@ def shard_config(identity: CollectionIdentity, *, dense_datatype: str = DENSE_DA
         optimizers=qe.EdgeOptimizersConfig(
             indexing_threshold=INDEXING_THRESHOLD_KB * _BYTES_PER_DIMENSION[dense_datatype] // 4
         ),
+        max_search_threads=SEARCH_THREADS,
     )

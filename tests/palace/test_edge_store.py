@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -181,10 +182,11 @@ def test_it_serves_searches_from_other_threads_while_the_shard_is_swapped(tmp_pa
     store.close()
 
 
-def test_it_moves_a_shard_with_vectors_held_in_memory_to_disk_backed_vectors_at_its_next_build(
+def test_it_opens_a_shard_with_vectors_held_in_memory_with_disk_backed_vectors_and_one_search_thread(
     tmp_path: Path,
 ) -> None:
-    # The configuration palaces were created with before dense vectors became cold (mmapped on demand).
+    # The configuration palaces were created with before dense vectors became cold (mmapped on demand)
+    # and before searches ran on one thread.
     held_in_memory = qe.EdgeConfig(
         vectors={
             "dense": qe.EdgeVectorParams(
@@ -196,17 +198,25 @@ def test_it_moves_a_shard_with_vectors_held_in_memory_to_disk_backed_vectors_at_
         sparse_vectors={"bm25": qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
     )
     qe.EdgeShard.create(str(tmp_path / "shard"), held_in_memory).close()
+
+    def recorded() -> dict[str, Any]:
+        live = tmp_path / os.readlink(tmp_path / "shard") if (tmp_path / "shard").is_symlink() else tmp_path / "shard"
+        return dict(json.loads((live / "edge_config.json").read_text()))
+
+    assert recorded().get("max_search_threads") is None
     vectors = _vectors(INDEXED, seed=9)
     store = _open(tmp_path / "shard", index_after=INDEXED)
+    config = recorded()
+    assert config["vectors"]["dense"]["memory"] == "cold" and config["max_search_threads"] == 1
     _fill(store, vectors)
     store.wait_for_index()
     assert [build["points"] for build in store.index_builds] == [INDEXED]
     assert _nearest(store, vectors[17]) == 18
     store.close()
 
-    config = json.loads((tmp_path / os.readlink(tmp_path / "shard") / "edge_config.json").read_text())
-    assert config["vectors"]["dense"]["memory"] == "cold"
-    # Edge refuses to load a shard with another datatype: the build kept the one it was created with.
+    config = recorded()
+    assert config["vectors"]["dense"]["memory"] == "cold" and config["max_search_threads"] == 1
+    # Edge refuses to load a shard with another datatype: it kept the one it was created with.
     assert config["vectors"]["dense"]["datatype"] == "float32"
     reopened = _open(tmp_path / "shard", index_after=INDEXED)
     assert _nearest(reopened, vectors[500]) == 501
