@@ -6,8 +6,10 @@ no SDK: what the server costs), `sdk2` (this venv's MCP SDK 2.x `Client`) and `s
 every structured result against the tool's outputSchema). Per client: spawn -> initialize, -> first
 store on a brand-new data dir (runmcp prepares it), single stores per second, and find p50/p95 at each
 palace size (the palace filled once, with palace_store_batch, its background index build finished).
-The split, in-process on the same palace: model inference, the rest of the palace call (store), and
-protocol = raw client over stdio - in-process (SDK, transport, thread hop, usage recording).
+The split, in-process on the same palace: model inference (alone, back to back, and as it runs inside
+finds that come a client's round trip apart, which is slower: its weights leave the CPU caches), the
+rest of the palace call (store), and protocol = raw client over stdio - in-process (SDK, transport,
+thread hop, usage recording).
 Figures only; nothing is asserted.
 Usage: python bench/bench_mcp.py [--stores 200] [--sizes 1000 10000] [--queries 100] [--sdk1-python PATH]
 """
@@ -36,6 +38,7 @@ from bench.bench_core import make_texts, percentile  # noqa: E402  (stdlib only:
 SCHEMA: dict[str, Any] = {"category": "technical", "wing": "projects", "room": "bench", "hall": "facts"}
 CLIENTS = ("raw", "sdk2", "sdk1")
 DEFAULT_SDK1_PYTHON = "/tmp/sbs/client_venv/bin/python"
+PAUSE_SECONDS = 0.004  # between in-process finds: about a find's round trip outside the server
 
 
 def queries(count: int, size: int) -> list[str]:
@@ -283,9 +286,31 @@ def worker_split(data_dir: Path, size: int, count: int) -> dict[str, Any]:
         return statistics.median(latencies)
 
     stored = [f"split store {size}: {text}" for text in make_texts(count, seed=13)]
+    hot_model_ms = median_ms(palace.embedder.query, texts)
+    # Each find alone, after a pause as long as a client's round trip, as the server sees them: the
+    # model's weights leave the CPU caches meanwhile, and its run inside the find is timed there.
+    in_find: list[float] = []
+    query = palace.embedder.query
+
+    def timed_query(text: str) -> Any:
+        begun = time.perf_counter()
+        try:
+            return query(text)
+        finally:
+            in_find.append((time.perf_counter() - begun) * 1000)
+
+    palace.embedder.query = timed_query  # type: ignore[method-assign]
+
+    def paused_find(text: str) -> None:
+        time.sleep(PAUSE_SECONDS)
+        selectors.find(query=text, limit=10)
+
+    find_ms = median_ms(paused_find, texts) - PAUSE_SECONDS * 1000
+    palace.embedder.query = query  # type: ignore[method-assign]
     figures = {
-        "find_model_ms": median_ms(palace.embedder.query, texts),
-        "find_palace_ms": median_ms(lambda query: selectors.find(query=query, limit=10), texts),
+        "hot_model_ms": hot_model_ms,
+        "find_model_ms": statistics.median(in_find[1:]),
+        "find_palace_ms": find_ms,
         "store_model_ms": median_ms(lambda text: palace.embedder.documents([text + " (model only)"]), stored),
         "store_palace_ms": median_ms(lambda text: services.store(text=text, **SCHEMA, added_by="bench"), stored),
     }
@@ -373,14 +398,20 @@ def main() -> None:
     print("protocol = raw client over stdio - in-process; client = each SDK client - raw client. A single store")
     print("answers before its model run (the embedding thread adds the dense vector): its store column is the")
     print("whole palace call, and its model column what the thread then spends.")
-    print("\n| call | size | model | store | protocol | server total | over the model | client sdk2 | client sdk1 |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("model alone: the query's inference back to back, its weights in the CPU caches; a find's model")
+    print("run (timed inside finds paused as a client's round trip) is the one its split counts.")
+    print(
+        "\n| call | size | model alone | model | store | protocol | server total | over the model "
+        "| client sdk2 | client sdk1 |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for size in sorted(args.sizes):
         split = splits[size]
         raw_find = finds[size]["raw"]["find_p50_ms"]
         rows = [
             (
                 "find",
+                split["hot_model_ms"],
                 split["find_model_ms"],
                 split["find_palace_ms"] - split["find_model_ms"],
                 split["find_palace_ms"],
@@ -390,16 +421,17 @@ def main() -> None:
             (
                 "store",
                 split["store_model_ms"],
+                split["store_model_ms"],
                 split["store_palace_ms"],
                 split["store_palace_ms"],
                 finds[size]["raw"]["store_p50_ms"],
                 {k: finds[size][k]["store_p50_ms"] for k in clients},
             ),
         ]
-        for call, model, rest, palace_call, over_stdio, by_client in rows:
+        for call, alone, model, rest, palace_call, over_stdio, by_client in rows:
             extra = [f"{by_client[k] - over_stdio:+.2f}" if k in by_client else "-" for k in ("sdk2", "sdk1")]
             print(
-                f"| {call} | {size} | {model:.2f} | "
+                f"| {call} | {size} | {alone:.2f} | {model:.2f} | "
                 f"{rest:.2f} | {over_stdio - palace_call:.2f} | {over_stdio:.2f} | "
                 f"{over_stdio - model:+.2f} | {extra[0]} | {extra[1]} |"
             )
