@@ -138,17 +138,27 @@ def _runmcp(data_dir: Path, stdin: Any, stderr: Any) -> subprocess.Popen[bytes]:
     )
 
 
-def test_it_drops_a_line_over_the_message_limit_whole_and_answers_the_next(tmp_path: Path) -> None:
+INITIALIZED = b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n'
+
+
+def _initialized_runmcp(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path]:
+    """A runmcp on a migrated data dir that has answered initialize, and its stderr log."""
     data_dir = tmp_path / "data"
     migrate(data_dir)
     stderr_log = tmp_path / "stderr.log"
     with stderr_log.open("wb") as stderr:
         process = _runmcp(data_dir, subprocess.PIPE, stderr)
     assert process.stdin is not None and process.stdout is not None
+    process.stdin.write(_initialize())
+    process.stdin.flush()
+    assert json.loads(process.stdout.readline())["id"] == 1
+    return process, stderr_log
+
+
+def test_it_drops_a_line_over_the_message_limit_whole_and_answers_the_next(tmp_path: Path) -> None:
+    process, stderr_log = _initialized_runmcp(tmp_path)
+    assert process.stdin is not None and process.stdout is not None
     try:
-        process.stdin.write(_initialize())
-        process.stdin.flush()
-        assert json.loads(process.stdout.readline())["id"] == 1
         # A request-shaped line just over the limit: were its tail read as a line of its own, it would answer.
         filler = "x" * (MAX_MESSAGE_BYTES + 1)
         process.stdin.write(f'{{"pad": "{filler}", '.encode() + _request(2, "tools/list"))
@@ -186,8 +196,7 @@ def test_it_answers_pipelined_requests_each_once_and_whole(tmp_path: Path) -> No
     assert process.stdin is not None
     # Sent at once, without waiting: every answer comes back, each on one line, none twice.
     burst = [_request(10 + index, "tools/list" if index % 2 else "ping") for index in range(40)]
-    initialized = b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n'
-    output, _ = process.communicate(_initialize() + initialized + b"".join(burst), timeout=60)
+    output, _ = process.communicate(_initialize() + INITIALIZED + b"".join(burst), timeout=60)
     answers = [json.loads(line) for line in output.splitlines()]
     assert sorted(answer["id"] for answer in answers) == [1, *range(10, 50)]
     assert all(len(answer["result"]["tools"]) == 11 for answer in answers if answer["id"] > 1 and answer["id"] % 2)
@@ -196,17 +205,9 @@ def test_it_answers_pipelined_requests_each_once_and_whole(tmp_path: Path) -> No
 def test_it_answers_the_requests_sent_just_before_stdin_closes_and_exits_cleanly(tmp_path: Path) -> None:
     # The SDK cancels the handlers still running when input ends; the transport passes the end on only
     # once they are answered. The tool call waits for the model, still loading: the exit waits too.
-    data_dir = tmp_path / "data"
-    migrate(data_dir)
-    stderr_log = tmp_path / "stderr.log"
-    with stderr_log.open("wb") as stderr:
-        process = _runmcp(data_dir, subprocess.PIPE, stderr)
-    assert process.stdin is not None and process.stdout is not None
-    process.stdin.write(_initialize())
-    process.stdin.flush()
-    assert json.loads(process.stdout.readline())["id"] == 1
+    process, stderr_log = _initialized_runmcp(tmp_path)
     last = _request(2, "tools/call", {"name": "palace_status", "arguments": {}}) + _request(3, "ping")
-    output, _ = process.communicate(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n' + last, timeout=60)
+    output, _ = process.communicate(INITIALIZED + last, timeout=60)
     answers = {answer["id"]: answer for answer in map(json.loads, output.splitlines())}
     assert sorted(answers) == [2, 3] and answers[2]["result"]["structuredContent"]["total"] == 0
     assert process.returncode == 0
