@@ -6,6 +6,7 @@ import asyncio
 import io
 import itertools
 import json
+import os
 import subprocess
 import sys
 import time
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -253,3 +255,22 @@ def test_it_reads_every_line_as_sent_and_each_over_long_one_as_one_dropped_line_
         expected.append(DROPPED_LINE if len(unterminated) > limit else unterminated.decode("utf-8", errors="replace"))
     assert asyncio.run(_read_lines(chunks, limit)) == expected
     assert anyio.run(_read_file_lines, data, limit) == expected
+
+
+@pytest.mark.parametrize("closed_fd, name", [(0, "stdin"), (1, "stdout")])
+def test_it_refuses_to_serve_with_a_closed_stdin_or_stdout_and_says_why(
+    tmp_path: Path, closed_fd: int, name: str
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "manage.py", "runmcp"],
+        cwd=ROOT,
+        env=server_env(tmp_path / "data"),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: os.close(closed_fd),  # the child starts without that fd
+        timeout=60,
+    )
+    assert done.returncode == 2
+    message = done.stderr.decode()
+    assert f"{name} is closed" in message and "Traceback" not in message

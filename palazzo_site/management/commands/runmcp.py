@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 from typing import Any
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 
 class Command(BaseCommand):
@@ -17,6 +18,15 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         # No migrate here: the warm-up prepares the database while the model loads (mcpserver.server
         # open_palace), so initialize is answered at once even on a brand-new data dir.
+        # Python starts with sys.stdin or sys.stdout None when its fd was closed; by now another file
+        # may hold that fd number, so the objects are the test, not the descriptors.
+        closed = [name for name, stream in (("stdin", sys.stdin), ("stdout", sys.stdout)) if stream is None]
+        if closed:
+            raise CommandError(
+                f"runmcp serves MCP over stdin and stdout, and {' and '.join(closed)} is closed: start it from an "
+                "MCP client (e.g. `claude mcp add palazzo -- palazzo runmcp`), or use `serve` for HTTP",
+                returncode=2,
+            )
         from mcpserver.stdio import run_stdio
 
         with contextlib.suppress(KeyboardInterrupt):
