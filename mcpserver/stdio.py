@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, BinaryIO, cast
 
 import anyio
+import mcp_types
 
 from mcpserver.server import MAX_MESSAGE_BYTES, PalazzoServer, build_server
 from palace.audit import stop_audit_writer
@@ -110,18 +111,16 @@ class InFlight:
         self._none_left.set()
 
     def read(self, line: bytes) -> None:
-        """Note a request (an object with a method and a string or integer id); drop a cancelled one."""
+        """Note a request the SDK will answer (as it parses it); drop one the client cancels."""
         try:
-            message = json.loads(line)
-        except (ValueError, RecursionError):
+            message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+        except (ValueError, RecursionError):  # the SDK drops it unanswered
             return
-        if not isinstance(message, dict) or not isinstance(message.get("method"), str):
-            return
-        if message["method"] == "notifications/cancelled" and isinstance(message.get("params"), dict):
-            self._settle(message["params"].get("requestId"))
-        elif "id" in message and _is_request_id(message["id"]):
-            self._ids.add(json.dumps(message["id"]))
+        if isinstance(message, mcp_types.JSONRPCRequest):
+            self._ids.add(json.dumps(message.id))
             self._none_left.clear()
+        elif isinstance(message, mcp_types.JSONRPCNotification) and message.method == "notifications/cancelled":
+            self._settle((message.params or {}).get("requestId"))
 
     def wrote(self, text: str) -> None:
         """Note an answer: the SDK writes each response as {"jsonrpc":"2.0","id":...} first."""
@@ -256,9 +255,9 @@ async def _wire(wire_in: int, wire_out: int) -> AsyncIterator[tuple[PipeLines, _
         closers.append(read_transport.close)
         read_line = loop_line_reader(reader)
     else:
-        source = os.fdopen(wire_in, "rb")
-        closers.append(source.close)
-        read_line = threaded_line_reader(source)
+        # Never closed: a worker thread may still block in its readline, and closing a buffered file
+        # waits for that read to end. The descriptor goes with the process.
+        read_line = threaded_line_reader(os.fdopen(wire_in, "rb", closefd=False))
     if _loop_can_wait_on(wire_out):
         write_transport, protocol = await loop.connect_write_pipe(
             asyncio.streams.FlowControlMixin, os.fdopen(wire_out, "wb", buffering=0)
@@ -274,8 +273,7 @@ async def _wire(wire_in: int, wire_out: int) -> AsyncIterator[tuple[PipeLines, _
             await writer.drain()
 
     else:
-        sink = os.fdopen(wire_out, "wb")
-        closers.append(sink.close)
+        sink = os.fdopen(wire_out, "wb", closefd=False)  # never closed either, for the same reason
 
         async def send(data: bytes) -> None:
             def write() -> None:
