@@ -22,7 +22,6 @@ logger = logging.getLogger(__name__)
 
 
 MCP_PATH = "/mcp"
-MAX_MCP_BODY_BYTES = MAX_MESSAGE_BYTES
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -54,7 +53,7 @@ class PalazzoApplication:
         self.mcp_app: ASGIApp = self.mcp.streamable_http_app(
             streamable_http_path=MCP_PATH,
             stateless_http=stateless,
-            max_request_body_size=MAX_MCP_BODY_BYTES,
+            max_request_body_size=MAX_MESSAGE_BYTES,
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         )
 

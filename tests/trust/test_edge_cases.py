@@ -173,9 +173,9 @@ def test_it_survives_deeply_nested_json_in_an_argument(raw: RawSession, depth: i
 
 
 def test_it_refuses_an_mcp_body_beyond_the_size_limit(raw: RawSession) -> None:
-    from palazzo_site.root import MAX_MCP_BODY_BYTES
+    from mcpserver.server import MAX_MESSAGE_BYTES
 
-    filler = "x" * (MAX_MCP_BODY_BYTES + 1024)
+    filler = "x" * (MAX_MESSAGE_BYTES + 1024)
     body = '{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"palace_find","arguments":{"query":"%s"}}}'
     response = raw.post((body % filler).encode())
     assert response.status_code == 413, response.status_code

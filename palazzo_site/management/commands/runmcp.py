@@ -16,8 +16,6 @@ class Command(BaseCommand):
     requires_migrations_checks = False
 
     def handle(self, *args: Any, **options: Any) -> None:
-        # No migrate here: the warm-up prepares the database while the model loads (mcpserver.server
-        # open_palace), so initialize is answered at once even on a brand-new data dir.
         # Python starts with sys.stdin or sys.stdout None when its fd was closed; by now another file
         # may hold that fd number, so the objects are the test, not the descriptors.
         closed = [name for name, stream in (("stdin", sys.stdin), ("stdout", sys.stdout)) if stream is None]
@@ -27,6 +25,8 @@ class Command(BaseCommand):
                 "MCP client (e.g. `claude mcp add palazzo -- palazzo runmcp`), or use `serve` for HTTP",
                 returncode=2,
             )
+        # No migrate here: the warm-up prepares the database while the model loads (mcpserver.server
+        # open_palace), so initialize is answered at once even on a brand-new data dir.
         from mcpserver.stdio import run_stdio
 
         with contextlib.suppress(KeyboardInterrupt):
