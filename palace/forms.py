@@ -294,7 +294,24 @@ class TtlDaysField(forms.Field):
         return float(value)
 
 
-class PalaceForm(forms.Form):
+class _SharedFields(dict[str, forms.Field]):
+    """A form class's fields, handed to each instance as they are instead of deep-copied."""
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> dict[str, forms.Field]:
+        return dict(self)
+
+
+class _SharedFieldsMetaclass(forms.forms.DeclarativeFieldsMetaclass):
+    # Django deep-copies every field of a form for each instance, so that one instance may change its
+    # own fields. Palace forms never do (a field only cleans values), and the copy was the largest part
+    # of parsing a tool's arguments: 0.3-0.5 ms of every find, against 0.05 ms for the cleaning.
+    def __new__(mcs, name: str, bases: tuple[type, ...], attrs: dict[str, Any]) -> type:
+        form_class = super().__new__(mcs, name, bases, attrs)
+        form_class.base_fields = _SharedFields(form_class.base_fields)  # type: ignore[attr-defined]
+        return form_class
+
+
+class PalaceForm(forms.Form, metaclass=_SharedFieldsMetaclass):
     """A form fed with a JSON object; unknown keys are refused."""
 
     def __init__(self, data: Any) -> None:

@@ -108,18 +108,20 @@ def find(
     half_life: float = fields["recency_half_life_days"] or 0.0
     plan = retrieval.plan_search(palace, query=fields["query"], ranking=ranking)
     hits = palace.store.search(find_query(plan, memory_filter=memory_filter, limit=limit_value, half_life=half_life))
-    hits = plan.rerank(hits)
-    results = []
-    for hit in hits:
+    scored = []
+    for hit in plan.rerank(hits):
         score = plan.normalise(hit.score or 0.0)
         if half_life > 0:
             score *= math.pow(0.5, _age_days(hit.payload.get("timestamp"), now) / half_life)
-        results.append(public_memory(hit.id, hit.payload, score=score))
+        scored.append((score, hit))
     if half_life > 0:
-        results.sort(key=lambda memory: memory["score"], reverse=True)
+        scored.sort(key=lambda pair: pair[0], reverse=True)
+    # The search returns more hits than asked for (session context and recency rank among them):
+    # only the page is shaped for the answer.
+    results = [public_memory(hit.id, hit.payload, score=score) for score, hit in scored[:limit_value]]
     answer: dict[str, Any] = {
-        "results": results[:limit_value],
-        "count": min(len(results), limit_value),
+        "results": results,
+        "count": len(results),
         "degraded": plan.degraded_reason is not None,
         "degraded_reason": plan.degraded_reason,
     }
