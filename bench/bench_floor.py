@@ -100,7 +100,8 @@ async def run_client(args: argparse.Namespace, palazzo_python: str) -> dict[str,
             params = StdioServerParameters(
                 command=command[0], args=command[1:], env=dict(os.environ) | env, cwd=str(ROOT)
             )
-            read, write = await stack.enter_async_context(stdio_client(params, errlog=open(os.devnull, "w")))  # noqa: SIM115
+            errlog = stack.enter_context(open(os.devnull, "w"))  # noqa: SIM115 (closed with the stack)
+            read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
             session: Any = await stack.enter_async_context(ClientSession(read, write))
             await session.initialize()
             await session.list_tools()
