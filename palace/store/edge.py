@@ -37,7 +37,7 @@ from palace.store.base import (
 from palace.store.generations import ShardGenerations
 from palace.store.indexer import BackgroundIndexing
 from palace.store.keywords import document_vectors, search_legs
-from palace.store.shard import IDENTITY_FILE, MIN_FREE_BYTES, shard_config, shard_datatype
+from palace.store.shard import IDENTITY_FILE, MIN_FREE_BYTES, load_shard, shard_config
 
 logger = logging.getLogger(__name__)
 
@@ -225,9 +225,7 @@ class EdgeStore(BackgroundIndexing):
         segments = live / "segments"
         try:
             if segments.is_dir() and any(segments.iterdir()):
-                # With today's configuration (Edge checks it against the shard's and records it): a shard
-                # from before gets one search thread and disk-backed vectors now, keeping its datatype.
-                self._shard = qe.EdgeShard.load(str(live), shard_config(identity, dense_datatype=shard_datatype(live)))
+                self._shard = load_shard(live, identity)
             else:
                 self._shard = qe.EdgeShard.create(str(live), shard_config(identity))
         except Exception as exc:  # the binding raises plain OSError/RuntimeError subclasses

@@ -21,7 +21,7 @@ import qdrant_edge as qe
 from palace.errors import StoreUnavailable
 from palace.store.base import CollectionIdentity, IndexState
 from palace.store.generations import ShardGenerations
-from palace.store.shard import IDENTITY_FILE, MIN_FREE_BYTES, shard_config, shard_datatype
+from palace.store.shard import IDENTITY_FILE, MIN_FREE_BYTES, load_shard
 
 logger = logging.getLogger(__name__)
 
@@ -165,7 +165,7 @@ def _optimize_copy(path: Path) -> None:
     identity = CollectionIdentity(
         model_name=str(recorded["embedding_model"]), dimension=int(recorded["embedding_dimension"])
     )
-    shard = qe.EdgeShard.load(str(path), shard_config(identity, dense_datatype=shard_datatype(path)))
+    shard = load_shard(path, identity)
     shard.optimize()
     shard.flush()
     shard.close()

@@ -55,7 +55,7 @@ def shard_config(identity: CollectionIdentity, *, dense_datatype: str = DENSE_DA
                 # Cold: mmapped and paged in as searches touch them. The default (Cached) reads the
                 # whole preallocated storage files into memory, mostly empty space: ~75 MiB of RSS
                 # at 10k memories. Searches were no slower (bench/bench_core.py). Existing shards
-                # switch when next opened: every load passes this configuration.
+                # switch when next opened (load_shard).
                 memory=qe.Memory.Cold,
                 datatype=_DATATYPES[dense_datatype],
             )
@@ -66,3 +66,10 @@ def shard_config(identity: CollectionIdentity, *, dense_datatype: str = DENSE_DA
         ),
         max_search_threads=SEARCH_THREADS,
     )
+
+
+def load_shard(path: Path, identity: CollectionIdentity) -> qe.EdgeShard:
+    """Open an existing shard with today's configuration, keeping the dense datatype it was created with."""
+    # Edge checks the configuration against the shard's and records it: a shard from before gets one
+    # search thread and disk-backed vectors when it is opened, not at its next index build.
+    return qe.EdgeShard.load(str(path), shard_config(identity, dense_datatype=shard_datatype(path)))
