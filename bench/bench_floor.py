@@ -55,17 +55,15 @@ def serve_floor(data_dir: Path, answer_file: Path) -> None:
     from mcp.server.mcpserver import MCPServer
 
     sys.path.insert(0, str(ROOT))
-    from embeddings.fastembed_backend import BUNDLED_ONNX, prepare_bundled_model
-    from embeddings.onnx_session import ClsOnnxModel
+    from embeddings.fastembed_backend import FastEmbedEmbedder
 
-    model_dir = prepare_bundled_model(data_dir / "models")
-    model = ClsOnnxModel(model_file=model_dir / BUNDLED_ONNX, tokenizer_file=model_dir / "tokenizer.json", threads=1)
+    embedder = FastEmbedEmbedder(models_dir=data_dir / "models")  # the default model, loaded as palazzo loads it
     answer = answer_file.read_text()
     server = MCPServer(name="floor")
 
     @server.tool(structured_output=False)
     async def palace_find(query: str, limit: int = 10) -> str:
-        await anyio.to_thread.run_sync(lambda: list(model.embed([query])))
+        await anyio.to_thread.run_sync(embedder.embed_queries, [query])
         return answer
 
     anyio.run(server.run_stdio_async)
