@@ -106,7 +106,10 @@ def main() -> None:
     args = parser.parse_args()
 
     setup_throwaway_palace()
-    from palace import runtime, selectors, services
+    from palace.engine import runtime
+    from palace.operations import status as palace_status
+    from palace.reads import selectors
+    from palace.writes import services
 
     started = time.perf_counter()
     palace = runtime.get_palace()
@@ -153,7 +156,7 @@ def main() -> None:
     ]
     rooms = ["alpha", "beta", "gamma", "delta"]
     for size in sorted(args.sizes):
-        missing = size - selectors.status()["total"]
+        missing = size - palace_status.status()["total"]
         fill_started = time.perf_counter()
         while missing > 0:
             chunk = take(min(256, missing))

@@ -35,7 +35,10 @@ def main() -> None:
     setup_throwaway_palace()
     from django.conf import settings
 
-    from palace import audit, redaction, runtime, selectors, services
+    from palace.engine import runtime
+    from palace.governance import audit, redaction
+    from palace.reads import selectors
+    from palace.writes import services
 
     runtime.get_palace()
     texts = make_texts(args.memories + 2 * args.rounds * args.per_round + 10, seed=11)

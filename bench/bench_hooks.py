@@ -57,7 +57,7 @@ def hook_latency(event: Mapping[str, object], env: dict[str, str], runs: int) ->
 
 def holder_running(data_dir: Path, transcript: Path, count: int) -> subprocess.Popen[bytes]:
     """A `palazzo runmcp` holding data_dir's palace, with the transcript fed and its snapshot written."""
-    from palace import snapshots, spool
+    from palace.feeding import snapshots, spool
 
     env = dict(os.environ, PALAZZO_DATA_DIR=str(data_dir), PALAZZO_LOG_LEVEL="warning")
     subprocess.run([str(PALAZZO), "migrate", "-v0"], env=env, check=True)
@@ -114,9 +114,10 @@ def main() -> None:
     print(describe("baseline: a hook that does nothing (interpreter + imports)", python_only))
 
     setup_throwaway_palace()
-    from palace import feeding, runtime
-    from palace.feeding import Destination
-    from palace.transcripts import exchange_texts, parse_transcript
+    from palace.engine import runtime
+    from palace.feeding import exchanges
+    from palace.feeding.exchanges import Destination
+    from palace.feeding.transcripts import exchange_texts, parse_transcript
 
     feed_path = Path(tempfile.mkdtemp(prefix="palazzo-bench-feed-")) / f"{SESSION}.jsonl"
     write_transcript(feed_path, args.exchanges)
@@ -125,24 +126,24 @@ def main() -> None:
     texts = [text for exchange in parsed.exchanges for text in exchange_texts(exchange)]
     palace.embedder.documents(texts[:8])  # warm the model
     started = time.perf_counter()
-    for offset in range(0, len(texts), feeding.FEED_BATCH):
-        palace.embedder.documents(texts[offset : offset + feeding.FEED_BATCH])
+    for offset in range(0, len(texts), exchanges.FEED_BATCH):
+        palace.embedder.documents(texts[offset : offset + exchanges.FEED_BATCH])
     raw = len(texts) / (time.perf_counter() - started)
     started = time.perf_counter()
-    report = feeding.feed_transcript(
+    report = exchanges.feed_transcript(
         transcript=parse_transcript(feed_path),
         destination=Destination.configured(harness="claude-code", device="bench"),
         final=True,
     )
     fed = report.stored / (time.perf_counter() - started)
     started = time.perf_counter()
-    again = feeding.feed_transcript(
+    again = exchanges.feed_transcript(
         transcript=parse_transcript(feed_path),
         destination=Destination.configured(harness="claude-code", device="bench"),
         final=True,
     )
     refeed = time.perf_counter() - started
-    print(f"raw embedding of the same {len(texts)} texts, batches of {feeding.FEED_BATCH}: {raw:.1f} texts/s")
+    print(f"raw embedding of the same {len(texts)} texts, batches of {exchanges.FEED_BATCH}: {raw:.1f} texts/s")
     print(f"feed: {fed:.1f} exchanges/s ({fed / raw:.2f}x raw embedding; {report.stored} stored)")
     print(f"re-feed of the same transcript: {refeed * 1000:.0f} ms, {again.stored} stored, {again.unchanged} unchanged")
     end95, start95 = percentile(end, 0.95) * 1000, percentile(start, 0.95) * 1000

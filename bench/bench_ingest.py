@@ -123,7 +123,8 @@ def main() -> None:
     setup_throwaway_palace()
     from django.core.management import call_command
 
-    from palace import runtime, services
+    from palace.engine import runtime
+    from palace.writes import services
 
     palace = runtime.get_palace()
     texts = make_texts(count, seed=11)

@@ -268,7 +268,11 @@ def worker_split(data_dir: Path, size: int, count: int) -> dict[str, Any]:
     import django
 
     django.setup()
-    from palace import audit, gain, runtime, selectors, services
+    from palace.engine import runtime
+    from palace.governance import audit
+    from palace.operations import gain
+    from palace.reads import selectors
+    from palace.writes import services
 
     palace = runtime.get_palace()
     # As in the server: audit records and usage events go to their background writers.

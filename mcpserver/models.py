@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, create_model, model_serializer
 
-from palace.feedstatus import FeedSource
-from palace.memories import RETURNED_FIELDS, MemoryField, python_type
+from palace.feeding.status import FeedSource
+from palace.schema.memories import RETURNED_FIELDS, MemoryField, python_type
 
 
 def output_schema(model: type[BaseModel]) -> dict[str, Any]:
@@ -57,7 +57,7 @@ def _returned(field: MemoryField) -> tuple[Any, Any]:
 
 
 def memory_model() -> type[WithoutNulls]:
-    """One memory as the palace returns it: palace.memories.RETURNED_FIELDS, in order; unset fields left out."""
+    """One memory as the palace returns it: palace.schema.memories.RETURNED_FIELDS, in order; unset fields left out."""
     fields: dict[str, Any] = {field.name: _returned(field) for field in RETURNED_FIELDS}
     model: type[WithoutNulls] = create_model(
         "Memory",

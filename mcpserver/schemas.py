@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from palace.forms import (
+from palace.schema.forms import (
     MAX_BATCH_ITEMS,
     MAX_BROWSE_LIMIT,
     MAX_DELETE_IDS,
@@ -19,7 +19,14 @@ from palace.forms import (
     MAX_SUPERSEDE_IDS,
     MAX_TEXT_BYTES,
 )
-from palace.memories import BATCH_DEFAULT_FIELDS, FILTER_FIELDS, REQUIRED_FIELDS, WRITABLE_FIELDS, Kind, MemoryField
+from palace.schema.memories import (
+    BATCH_DEFAULT_FIELDS,
+    FILTER_FIELDS,
+    REQUIRED_FIELDS,
+    WRITABLE_FIELDS,
+    Kind,
+    MemoryField,
+)
 
 Schema = dict[str, Any]
 
@@ -81,7 +88,7 @@ def _reason(description: str) -> Schema:
 
 
 def field_schema(field: MemoryField, env: PalazzoEnvironment, description: str) -> Schema:
-    """The JSON schema of a memory field as a tool takes it (palace.memories.FIELDS): type, enum or limit, text."""
+    """The JSON schema of a memory field as a tool takes it (palace.schema.memories.FIELDS)."""
     if field.kind is Kind.VOCABULARY:
         assert field.vocabulary is not None
         return {"type": "string", "enum": list(getattr(env, field.vocabulary)), "description": description}

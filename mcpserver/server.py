@@ -31,11 +31,13 @@ from pydantic import BaseModel, ConfigDict
 from mcpserver import models
 from mcpserver.schemas import PalazzoEnvironment
 from mcpserver.tools import TOOLS, Caller, ToolSpec
-from palace import __version__, auth, metrics
-from palace.audit import start_audit_writer
+from palace import __version__
+from palace.engine import metrics
 from palace.errors import InvalidInput, PalaceError
-from palace.forms import shown_name, writer_stamp
-from palace.gain import record_usage, start_usage_writer
+from palace.governance import auth
+from palace.governance.audit import start_audit_writer
+from palace.operations.gain import record_usage, start_usage_writer
+from palace.schema.forms import shown_name, writer_stamp
 
 if TYPE_CHECKING:
     from mcp.shared._stream_protocols import ReadStream, WriteStream
@@ -123,7 +125,7 @@ def open_palace(*, prepare_database: bool = False) -> None:
     this warm-up so initialize is answered before any migration check), while the model loads in a
     second thread: the first answer waits for the longer of the two, not their sum.
     """
-    from palace import feeder  # numpy and the store bindings: loaded off the start-up path
+    from palace.feeding import feeder  # numpy and the store bindings: loaded off the start-up path
     from palace.management.database import prepare_database as migrate_database
 
     close_old_connections()
@@ -162,7 +164,7 @@ def _freeze_heap() -> None:
 
 
 def _load_model_quietly() -> None:
-    from palace import runtime
+    from palace.engine import runtime
 
     with contextlib.suppress(Exception):
         runtime.get_embedder()
@@ -291,9 +293,9 @@ def _tool(spec: ToolSpec, env: PalazzoEnvironment, warmup: PalaceWarmup) -> Tool
 
 
 def _wake_up_data(caller: Caller, operation: str) -> dict[str, Any]:
-    from palace import selectors
+    from palace.operations import status
 
-    return selectors.wake_up(
+    return status.wake_up(
         count=settings.PALAZZO.wake_up_count, actor=caller.added_by, operation=operation, wings=caller.wings
     )
 

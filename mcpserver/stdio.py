@@ -23,8 +23,8 @@ import anyio
 import mcp_types
 
 from mcpserver.server import MAX_MESSAGE_BYTES, PalazzoServer, build_server
-from palace.audit import stop_audit_writer
-from palace.gain import stop_usage_writer
+from palace.governance.audit import stop_audit_writer
+from palace.operations.gain import stop_usage_writer
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ def run_stdio() -> None:
     try:
         anyio.run(_serve, server)
     finally:
-        from palace.feeder import stop_spool_watcher
+        from palace.feeding.feeder import stop_spool_watcher
 
         # A process that exits while the model loads aborts in onnxruntime's C++ ("terminate called
         # without an active exception", exit code -6): a client that leaves at once waits for the load.

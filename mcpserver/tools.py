@@ -67,30 +67,30 @@ def _palace_function(module: str, name: str) -> Callable[..., dict[str, Any]]:
 
 
 def _store(arguments: dict[str, Any], caller: Caller) -> dict[str, Any]:
-    memory = _palace_function("services", "store")(**arguments, added_by=caller.added_by, wings=caller.wings)
+    memory = _palace_function("writes.services", "store")(**arguments, added_by=caller.added_by, wings=caller.wings)
     return memory | {"duplicate_of": memory["id"] if memory["duplicate"] else None}
 
 
 def _writer(name: str) -> Call:
-    """A palace.services write, stamped with the client's identity, inside its token's wings."""
-    return lambda arguments, caller: _palace_function("services", name)(
+    """A palace.writes.services write, stamped with the client's identity, inside its token's wings."""
+    return lambda arguments, caller: _palace_function("writes.services", name)(
         **arguments, added_by=caller.added_by, wings=caller.wings
     )
 
 
 def _reader(name: str) -> Call:
-    """A palace.selectors read that does not touch memories."""
-    return lambda arguments, _caller: _palace_function("selectors", name)(**arguments)
+    """A palace.operations.gain read that does not touch memories."""
+    return lambda arguments, _caller: _palace_function("operations.gain", name)(**arguments)
 
 
 def _scoped_reader(name: str) -> Call:
-    """A palace.selectors read of counts, inside the token's wings."""
-    return lambda arguments, caller: _palace_function("selectors", name)(**arguments, wings=caller.wings)
+    """A palace.operations.status read of counts, inside the token's wings."""
+    return lambda arguments, caller: _palace_function("operations.status", name)(**arguments, wings=caller.wings)
 
 
 def _audited_reader(name: str) -> Call:
-    """A palace.selectors read of memories, inside the token's wings, audited under the caller's identity."""
-    return lambda arguments, caller: _palace_function("selectors", name)(
+    """A palace.reads.selectors read of memories, inside the token's wings, audited under the caller's identity."""
+    return lambda arguments, caller: _palace_function("reads.selectors", name)(
         **arguments, actor=caller.added_by, wings=caller.wings
     )
 

@@ -14,8 +14,8 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 
-from palace import audit, tokens
 from palace.errors import PalaceError
+from palace.governance import audit, tokens
 from palace.models import ApiToken, AuditRecord, JournalEntry, PalaceOverview, UsageEvent
 
 # Installed from the npm registry by `make setup` (package.json / package-lock.json), never committed.
@@ -84,7 +84,7 @@ class JournalEntryAdmin(ReadOnlyAdmin):
         if not self.has_view_permission(request):
             raise Http404
         try:
-            from palace import selectors  # the store bindings load on first use, not at Django start-up
+            from palace.reads import selectors  # the store bindings load on first use, not at Django start-up
 
             found = selectors.recall(ids=[memory_id], actor=_admin_actor(request), operation="admin_memory")
             error = ""
@@ -152,7 +152,7 @@ class PalaceOverviewAdmin(ReadOnlyAdmin):
         if not self.has_view_permission(request):
             raise Http404
         try:
-            from palace import overview  # the store bindings load on first use, not at Django start-up
+            from palace.operations import overview  # the store bindings load on first use, not at Django start-up
 
             data = overview.overview(actor=_admin_actor(request))
             error = ""

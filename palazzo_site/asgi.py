@@ -18,7 +18,7 @@ import anyio.to_thread  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.db import close_old_connections  # noqa: E402
 
-from palace.auth import insecure_start_problem  # noqa: E402
+from palace.governance.auth import insecure_start_problem  # noqa: E402
 from palazzo_site.middleware import BearerAuth, RequestMetrics  # noqa: E402
 from palazzo_site.root import PalazzoApplication  # noqa: E402
 

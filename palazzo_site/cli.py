@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _server_feeds_it() -> bool:
     """A detached feeder started while a server feeds the spool only watches it, without loading Django."""
-    from palace import spool
+    from palace.feeding import spool
     from palazzo_site.environment import ConfigurationError, read_environment
 
     try:

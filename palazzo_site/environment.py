@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from palace.devices import DEVICE_PATTERN
+from palace.feeding.devices import DEVICE_PATTERN
 
 T = TypeVar("T")
 
@@ -150,7 +150,7 @@ def _path(name: str, raw: str) -> Path:
 
 
 def _redaction_packs(name: str, raw: str) -> tuple[str, ...]:
-    from palace.redaction import RedactionConfigError, resolve_packs
+    from palace.governance.redaction import RedactionConfigError, resolve_packs
 
     packs = tuple(word.strip() for word in raw.split(",") if word.strip())
     try:

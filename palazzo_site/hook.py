@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from palace import snapshots, spool
+from palace.feeding import snapshots, spool
 from palazzo_site.environment import ConfigurationError, PalazzoEnvironment, read_environment
 
 HARNESSES = ("claude-code", "pi", "codex", "opencode", "jsonl")
@@ -60,7 +60,7 @@ def read_event(raw: bytes) -> dict[str, Any]:
 
 def wrap_context(body: str) -> str:
     """The injected text between palazzo's markers (so feeding never re-ingests it), within the budget."""
-    from palace.transcripts import WAKE_UP_CLOSE, WAKE_UP_OPEN  # the parsers, which only SessionStart needs
+    from palace.feeding.transcripts import WAKE_UP_CLOSE, WAKE_UP_OPEN  # the parsers, which only SessionStart needs
 
     room = MAX_CONTEXT_CHARS - len(WAKE_UP_OPEN) - len(WAKE_UP_CLOSE) - 2
     if len(body) > room:
@@ -91,7 +91,7 @@ def wake_up(env: PalazzoEnvironment, event: dict[str, Any]) -> str | None:
     """The SessionStart output (JSON for Claude Code), or None when nothing is injected."""
     if event.get("source") == "resume":  # the context is already in the resumed conversation
         return None
-    from palace.transcripts import project_name
+    from palace.feeding.transcripts import project_name
 
     room = project_name(_text(event, "cwd"))
     if env.remote_url:

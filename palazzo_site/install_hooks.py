@@ -11,7 +11,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from palace import claude_settings
+from palace.feeding import claude_settings
 
 
 def palazzo_executable() -> Path | None:

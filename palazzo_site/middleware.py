@@ -1,4 +1,4 @@
-"""The site's ASGI middleware: bearer-token access (the rules are palace.auth's) and request metrics."""
+"""The site's ASGI middleware: bearer-token access (the rules are palace.governance.auth's) and request metrics."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import time
 import anyio.to_thread
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from palace import auth
-from palace.auth import SCOPE_KEY, WRITE_ROUTES, is_protected
-from palace.metrics import HTTP_REQUESTS, HTTP_SECONDS, METHODS, route_label
+from palace.engine.metrics import HTTP_REQUESTS, HTTP_SECONDS, METHODS, route_label
+from palace.governance import auth
+from palace.governance.auth import SCOPE_KEY, WRITE_ROUTES, is_protected
 
 
 def _bearer(scope: Scope) -> str | None:

@@ -11,10 +11,11 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcpserver.server import MAX_MESSAGE_BYTES, build_server, open_palace
-from palace import feeder, runtime
-from palace.audit import stop_audit_writer
+from palace.engine import runtime
 from palace.errors import PalaceError
-from palace.gain import stop_usage_writer
+from palace.feeding import feeder
+from palace.governance.audit import stop_audit_writer
+from palace.operations.gain import stop_usage_writer
 from palace.routes.ingest import limit_ingest_body
 from palazzo_site.http import guard_verdict
 

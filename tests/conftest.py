@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from palace import runtime
+from palace.engine import runtime
 
 
 @pytest.fixture

@@ -10,9 +10,9 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from ninja import Router
 
-from palace import ingest as ingest_service
-from palace.auth import token_wings, writer
 from palace.errors import PalaceError
+from palace.governance.auth import token_wings, writer
+from palace.operations import ingest as ingest_service
 from palace.routes.ingest import NDJSON, stream_from_thread
 from palace.routes.schemas import ExportedMemory, stream_content
 

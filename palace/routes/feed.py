@@ -12,11 +12,12 @@ from django.conf import settings
 from django.http import HttpRequest, JsonResponse
 from ninja import Router
 
-from palace import auth, feeding, wakeup
-from palace.devices import DEVICE_PATTERN
 from palace.errors import InvalidInput, PalaceError
-from palace.feeding import FeedReport
-from palace.forms import string_problem
+from palace.feeding import exchanges, wakeup
+from palace.feeding.devices import DEVICE_PATTERN
+from palace.feeding.exchanges import FeedReport
+from palace.feeding.transcripts import HARNESSES, Exchange, Transcript
+from palace.governance import auth
 from palace.routes.schemas import (
     MAX_EXCHANGES_PER_REQUEST,
     MAX_FIELD_CHARS,
@@ -26,8 +27,8 @@ from palace.routes.schemas import (
     WakeUpContext,
     json_body,
 )
-from palace.timefmt import parse_rfc3339
-from palace.transcripts import HARNESSES, Exchange, Transcript
+from palace.schema.forms import string_problem
+from palace.schema.timefmt import parse_rfc3339
 
 router = Router(tags=["feeding"])
 
@@ -63,7 +64,7 @@ def _exchange(data: Any, number: int) -> Exchange:
         raise InvalidInput.single(f"{where}.complete", "must be true or false")
     try:
         return Exchange(
-            key=_string(data, "key", required=True, limit=feeding.MAX_KEY_CHARS) or "",
+            key=_string(data, "key", required=True, limit=exchanges.MAX_KEY_CHARS) or "",
             index=index,
             prompt=_string(data, "prompt", limit=MAX_TEXT_CHARS) or "",
             reply=_string(data, "reply", limit=MAX_TEXT_CHARS) or "",
@@ -156,10 +157,10 @@ def feed(request: HttpRequest) -> JsonResponse:
     try:
         transcript, parent = transcript_from_json(harness, body.get("transcript"))
         identity = auth.request_identity(request)
-        destination = feeding.Destination.configured(
+        destination = exchanges.Destination.configured(
             harness=harness, device=device, token_identity=identity.added_by if identity else None
         )
-        report = feeding.feed_transcript(
+        report = exchanges.feed_transcript(
             transcript=transcript, destination=destination, final=final, dry_run=dry_run, parent=parent
         )
     except InvalidInput as exc:
@@ -178,7 +179,7 @@ def wake_up(request: HttpRequest, room: str | None = None) -> JsonResponse:
     """What `palazzo hook` injects at SessionStart, for the room of the session's project."""
     if room is not None:
         try:
-            room = _string({"room": room.strip()}, "room", required=True, limit=feeding.MAX_TAG_CHARS)
+            room = _string({"room": room.strip()}, "room", required=True, limit=exchanges.MAX_TAG_CHARS)
         except InvalidInput:
             return _error(400, "room: must be 1-64 characters of valid UTF-8, without NUL")
     actor = auth.writer(request, f"http:{request.META.get('REMOTE_ADDR') or 'unknown'}")

@@ -13,9 +13,9 @@ from django.http.response import HttpResponseBase
 from ninja import Router
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from palace import auth
-from palace import ingest as ingest_service
 from palace.errors import PalaceError
+from palace.governance import auth
+from palace.operations import ingest as ingest_service
 from palace.routes.schemas import IngestDone, IngestError, IngestLine, IngestProgress, stream_content
 
 logger = logging.getLogger(__name__)

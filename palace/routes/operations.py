@@ -9,9 +9,11 @@ from django.http import HttpRequest, HttpResponse
 from ninja import Field, Router, Schema
 from prometheus_client import generate_latest
 
-from palace import health, metrics, selectors
-from palace.feedstatus import FeedSource
+from palace.engine import metrics
+from palace.feeding.status import FeedSource
 from palace.models import JournalEntry
+from palace.operations import health
+from palace.operations import status as palace_status
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +81,7 @@ def render_metrics() -> bytes:
     """The exposition text, with the palace gauges read now."""
     metrics.JOURNAL_PENDING.set(JournalEntry.objects.filter(status=JournalEntry.Status.PENDING).count())
     try:
-        status = selectors.status()
+        status = palace_status.status()
     except Exception as exc:  # a scrape must still answer (and say so) when the store is down
         logger.warning("metrics: cannot read the store: %s", exc)
         metrics.STORE_UP.set(0)
@@ -93,7 +95,7 @@ def render_metrics() -> bytes:
 
 
 def _seconds(moment: str | None) -> float:
-    from palace.timefmt import parse_rfc3339
+    from palace.schema.timefmt import parse_rfc3339
 
     return parse_rfc3339(moment).timestamp() if moment else 0.0
 

@@ -1,4 +1,4 @@
-"""The REST API's request and response models (ninja Schemas), the memory's derived from palace.memories.FIELDS.
+"""The REST API's request and response models (ninja Schemas), the memory's derived from palace.schema.memories.FIELDS.
 
 The routes parse their bodies themselves (each error names the field and the rule, as the MCP tools'
 do, and /ingest streams a body of any size line by line), so these models describe the API in
@@ -14,9 +14,10 @@ from ninja import Field, Schema
 from ninja.openapi.schema import REF_TEMPLATE
 from pydantic import BaseModel, create_model
 
-from palace.devices import DEVICE_PATTERN
-from palace.feeding import MAX_KEY_CHARS
-from palace.memories import (
+from palace.feeding.devices import DEVICE_PATTERN
+from palace.feeding.exchanges import MAX_KEY_CHARS
+from palace.feeding.transcripts import HARNESSES
+from palace.schema.memories import (
     FIELDS,
     FIRST_MEMORY_ID,
     MAX_MEMORY_ID,
@@ -28,7 +29,6 @@ from palace.memories import (
     MemoryField,
     python_type,
 )
-from palace.transcripts import HARNESSES
 
 MAX_EXCHANGES_PER_REQUEST = 256
 MAX_TEXT_CHARS = 4 * 1024 * 1024

@@ -17,9 +17,12 @@ from django.core.management import call_command
 from django.db import DatabaseError, connection, transaction
 from django.test import Client
 
-from palace import audit, ingest, selectors, services
+from palace.engine.runtime import Palace
+from palace.governance import audit
 from palace.models import AuditRecord, JournalEntry
-from palace.runtime import Palace
+from palace.operations import ingest
+from palace.reads import selectors
+from palace.writes import services
 from tests.palace.helpers import memory
 
 HOST = "localhost"

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from palace import claude_settings
+from palace.feeding import claude_settings
 from tests.mcpserver.conftest import server_env
 
 PALAZZO = Path(sys.executable).with_name("palazzo")

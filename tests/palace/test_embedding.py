@@ -6,8 +6,8 @@ import itertools
 import threading
 
 from embeddings.heap import release_freed_memory
-from palace.embedding import CHUNK_CHARS, chunk_text
-from palace.runtime import Palace
+from palace.engine.embedding import CHUNK_CHARS, chunk_text
+from palace.engine.runtime import Palace
 
 
 def test_it_lets_a_single_store_embed_while_a_bulk_pass_holds_the_turn(palace: Palace) -> None:

@@ -14,11 +14,13 @@ from django.core.management import call_command
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from palace import ingest, selectors, services
+from palace.engine.runtime import Palace
 from palace.errors import InvalidInput
 from palace.models import JournalEntry
-from palace.runtime import Palace
-from palace.timefmt import format_rfc3339, parse_rfc3339, utc_now
+from palace.operations import ingest, status
+from palace.reads import selectors
+from palace.schema.timefmt import format_rfc3339, parse_rfc3339, utc_now
+from palace.writes import services
 from tests.palace.helpers import memory
 from tests.palace.test_export import empty_palace
 
@@ -129,7 +131,7 @@ def test_it_deletes_expired_memories_with_expire_journaling_full_records(palace:
     assert entry.added_by.startswith("manage.py expire/") and entry.reason.startswith("expired")
     assert sorted(m["text"] for m in entry.payload["memories"]) == [f"expired number {n}" for n in range(3)]
     assert all(m["expires_at"] == PAST for m in entry.payload["memories"])
-    assert selectors.status()["total"] == 1
+    assert status.status()["total"] == 1
 
 
 def test_it_keeps_expiry_through_export_and_restore(palace: Palace, tmp_path: Path) -> None:
@@ -160,7 +162,8 @@ def test_it_restores_a_recalled_memory_dropping_its_expired_flag_but_refuses_a_n
 
 
 def test_it_leaves_expired_memories_out_of_the_hook_wake_up_context_and_audits_its_http_read(palace: Palace) -> None:
-    from palace import audit, wakeup
+    from palace.feeding import wakeup
+    from palace.governance import audit
     from palace.models import AuditRecord
 
     gone = restored("the retired deploy key lives in vault-old", 1_800_000_100, PAST)

@@ -10,10 +10,13 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management import call_command
 
-from palace import runtime, selectors, services
-from palace.ids import allocate_ids
+from palace.engine import runtime
+from palace.engine.ids import allocate_ids
+from palace.engine.runtime import Palace
 from palace.models import JournalEntry
-from palace.runtime import Palace
+from palace.operations import status as palace_status
+from palace.reads import selectors
+from palace.writes import services
 from tests.palace.helpers import memory
 
 
@@ -47,7 +50,7 @@ def test_it_exports_every_memory_with_every_field_in_id_order(palace: Palace, tm
     fill(palace)
     lines = export_to(tmp_path / "export.jsonl")
 
-    assert len(lines) == 6 and selectors.status()["current"] == 4
+    assert len(lines) == 6 and palace_status.status()["current"] == 4
     ids = [line["id"] for line in lines]
     assert ids == sorted(ids)
     recalled = set(selectors.recall(ids=[ids[0]])["memories"][0]) - {"expired"}  # recall's flag, not a field
@@ -85,7 +88,7 @@ def test_it_restores_by_id_idempotently(palace: Palace, tmp_path: Path) -> None:
     results = [json.loads(line) for line in out.getvalue().splitlines()]
     assert results[-1]["counts"] == {"stored": 0, "duplicates_returned": 6, "skipped_duplicates": 0, "failed": 0}
     assert [r["duplicate_of"] for r in results[:-1]] == [line["id"] for line in original]
-    assert selectors.status()["total"] == 6
+    assert palace_status.status()["total"] == 6
 
 
 def test_it_rebuilds_restored_memories_from_the_journal(palace: Palace, tmp_path: Path) -> None:
@@ -109,4 +112,4 @@ def test_it_refuses_a_restored_line_with_a_bad_temporal_field(palace: Palace, tm
         assert exc.code == 1
     result = json.loads(out.getvalue().splitlines()[0])
     assert result["status"] == "failed" and result["error"].startswith("valid_until:")
-    assert selectors.status()["total"] == 0
+    assert palace_status.status()["total"] == 0

@@ -12,12 +12,13 @@ from django.db import connection
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from palace import feeding, selectors
-from palace.feeding import Destination
+from palace.engine.runtime import Palace
+from palace.feeding import exchanges
+from palace.feeding.exchanges import Destination
+from palace.feeding.transcripts import parse_transcript
 from palace.models import FedExchange, FedTranscript, JournalEntry
-from palace.runtime import Palace
+from palace.reads import selectors
 from palace.store.base import MemoryFilter
-from palace.transcripts import parse_transcript
 from tests.palace.sessions import INLINE_SUBAGENTS, claude_session, write_session
 
 SESSION = "0b9c7f0e-1d2e-4f3a-8b4c-5d6e7f8a9b0c"
@@ -28,8 +29,8 @@ def destination() -> Destination:
     return Destination.configured(harness="claude-code", device="laptop")
 
 
-def feed(path: Path, *, final: bool = False, dry_run: bool = False, batch_size: int = feeding.FEED_BATCH):
-    return feeding.feed_transcript(
+def feed(path: Path, *, final: bool = False, dry_run: bool = False, batch_size: int = exchanges.FEED_BATCH):
+    return exchanges.feed_transcript(
         transcript=parse_transcript(path),
         destination=destination(),
         final=final,
@@ -185,5 +186,5 @@ def test_it_feeds_any_text_once_and_never_twice(palace: Palace, tmp_path: Path, 
 
 @pytest.mark.parametrize("device", ["laptop", "ci-runner-7"])
 def test_it_stamps_the_writer_with_harness_device_and_token(device: str) -> None:
-    assert feeding.writer(harness="pi", device=device) == f"pi@{device}"
-    assert feeding.writer(harness="pi", device=device, token_identity="token:team") == f"token:team/pi@{device}"
+    assert exchanges.writer(harness="pi", device=device) == f"pi@{device}"
+    assert exchanges.writer(harness="pi", device=device, token_identity="token:team") == f"token:team/pi@{device}"

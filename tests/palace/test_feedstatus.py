@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from palace import feeding, health, selectors, spool
-from palace.feeding import Destination
+from palace.engine.runtime import Palace
+from palace.feeding import exchanges, spool
+from palace.feeding.exchanges import Destination
+from palace.feeding.transcripts import parse_transcript
+from palace.operations import health
+from palace.operations import status as palace_status
 from palace.routes.operations import HealthReport, render_metrics
-from palace.runtime import Palace
-from palace.transcripts import parse_transcript
 from tests.palace.sessions import claude_session, write_session
 
 
@@ -17,14 +19,14 @@ def test_it_reports_the_last_feed_sessions_exchanges_and_last_error_per_harness_
 ) -> None:
     turns = [("Which escapement?", "A verge escapement."), ("Why?", "It tolerates a poor pendulum.")]
     path = write_session(tmp_path / "a.jsonl", claude_session("session-a", "/src/clock", turns))
-    feeding.feed_transcript(
+    exchanges.feed_transcript(
         transcript=parse_transcript(path),
         destination=Destination.configured(harness="claude-code", device="laptop"),
         final=True,
     )
-    feeding.record_failure(harness="pi", device="desk", path=tmp_path / "gone.jsonl", error="no such file")
+    exchanges.record_failure(harness="pi", device="desk", path=tmp_path / "gone.jsonl", error="no such file")
     spool.enqueue(palace_env, spool.Job(harness="claude-code", path=str(path)))
-    status = selectors.status()["feeding"]
+    status = palace_status.status()["feeding"]
     by_source = {(source["harness"], source["device"]): source for source in status["sources"]}
     laptop = by_source[("claude-code", "laptop")]
     assert (laptop["sessions"], laptop["exchanges"], laptop["memories"], laptop["last_error"]) == (1, 2, 2, None)

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from palace.errors import InvalidInput
-from palace.forms import FindForm, MemoryForm, PalaceForm, SupersedeForm
+from palace.schema.forms import FindForm, MemoryForm, PalaceForm, SupersedeForm
 
 _FORMS: list[type[PalaceForm]] = [FindForm, MemoryForm, SupersedeForm]
 _VALUES = st.one_of(

@@ -13,8 +13,8 @@ import pytest
 from django.core.management import call_command
 from qdrant_client import QdrantClient, models
 
-from palace import selectors
-from palace.runtime import Palace
+from palace.engine.runtime import Palace
+from palace.reads import selectors
 
 pytestmark = pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning")
 

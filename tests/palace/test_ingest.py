@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
-from palace import selectors
-from palace.runtime import Palace
+from palace.engine.runtime import Palace
+from palace.operations import status as palace_status
+from palace.reads import selectors
 from tests.mcpserver.conftest import ROOT, migrate, server_env
 from tests.palace.helpers import memory
 
@@ -62,7 +63,7 @@ def test_it_ingests_a_file_in_chunks_and_reports_every_line(palace: Palace, tmp_
     last = by_line[max(by_line)]
     assert last["status"] == "duplicate" and last["duplicate_of"] == by_line[8]["id"]
     assert [result["line"] for result in results] == sorted(by_line)
-    assert selectors.status()["total"] == 300
+    assert palace_status.status()["total"] == 300
     assert "300 stored, 1 duplicates returned, 0 duplicates skipped, 2 failed" in err
 
 
@@ -95,7 +96,7 @@ def test_it_returns_duplicates_when_the_same_file_runs_again(palace: Palace, tmp
     again = [json.loads(line) for line in second[1].splitlines()]
     assert again[-1]["counts"] == {"stored": 0, "duplicates_returned": 0, "skipped_duplicates": 5, "failed": 0}
     assert [r["duplicate_of"] for r in again[:-1]] == [r["id"] for r in stored]
-    assert selectors.status()["total"] == 5
+    assert palace_status.status()["total"] == 5
 
 
 def test_it_names_a_missing_file(palace: Palace, tmp_path: Path) -> None:

@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from palace.errors import InvalidInput
-from palace.forms import FilterFields, MemoryForm
-from palace.memories import canonical_room, stored_payload
+from palace.schema.forms import FilterFields, MemoryForm
+from palace.schema.memories import canonical_room, stored_payload
 from tests.palace.helpers import memory
 
 rooms = st.text(st.characters(exclude_categories=("Cs",)), max_size=80)

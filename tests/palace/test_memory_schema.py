@@ -1,4 +1,4 @@
-"""The one memory schema (palace.memories.FIELDS): every form, tool schema, result and OpenAPI model follows it."""
+"""The one memory schema (palace.schema.memories.FIELDS): every form, tool schema, result and API model follows it."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from palace import services
 from palace.api import api
-from palace.memories import FIELDS, MEMORY_FIELDS, REQUIRED_FIELDS, RESTORE_FIELDS, WRITABLE_FIELDS
 from palace.routes.schemas import REFERENCED_MODELS
+from palace.schema.memories import FIELDS, MEMORY_FIELDS, REQUIRED_FIELDS, RESTORE_FIELDS, WRITABLE_FIELDS
+from palace.writes import services
 from tests.mcpserver.conftest import server_env
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,10 +26,11 @@ import palace
 assert palace.__file__.startswith(os.getcwd()), palace.__file__
 from django.conf import settings
 from mcpserver import models, schemas
-from palace import forms, ingest
+from palace.schema import forms
+from palace.operations import ingest
 from palace.api import api
 from palace.errors import InvalidInput
-from palace.memories import public_memory, stored_payload
+from palace.schema.memories import public_memory, stored_payload
 
 env = settings.PALAZZO
 components = api.get_openapi_schema(path_prefix="")["components"]["schemas"]
@@ -78,7 +79,7 @@ _MOOD = """    MemoryField(
 def test_it_shows_a_field_added_to_the_schema_in_every_form_tool_model_and_openapi(tmp_path: Path) -> None:
     for package in ("palazzo_site", "mcpserver", "palace", "embeddings"):
         shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
-    schema = tmp_path / "palace" / "memories.py"
+    schema = tmp_path / "palace" / "schema" / "memories.py"
     source = schema.read_text()
     anchor = '    MemoryField(\n        "valid_from",'
     assert source.count(anchor) == 1

@@ -9,9 +9,11 @@ from typing import Any
 
 import pytest
 
-from palace import points, runtime, selectors, services, supersession
+from palace.engine import points, runtime
+from palace.reads import selectors
 from palace.store.base import NEEDS_EMBEDDING, MemoryFilter
 from palace.store.edge import EdgeStore
+from palace.writes import services, supersession
 from tests.palace.helpers import memory
 
 TAGS: dict[str, Any] = {"category": "technical", "wing": "projects", "room": "palazzo", "hall": "facts"}

@@ -17,9 +17,8 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from prometheus_client import REGISTRY
 
-from palace import ingest, selectors, services
-from palace.models import JournalEntry
-from palace.redaction import (
+from palace.engine.runtime import Palace
+from palace.governance.redaction import (
     BUILT_IN_PACKS,
     RedactionConfigError,
     build_redactor,
@@ -27,7 +26,10 @@ from palace.redaction import (
     luhn_valid,
     resolve_packs,
 )
-from palace.runtime import Palace
+from palace.models import JournalEntry
+from palace.operations import ingest
+from palace.reads import selectors
+from palace.writes import services
 from palazzo_site.environment import ConfigurationError, read_environment
 from tests.palace.helpers import memory
 
@@ -321,9 +323,9 @@ def test_it_redacts_error_messages_that_quote_a_refused_value(palace: Palace) ->
 
 
 def test_it_redacts_fed_transcripts_and_feeds_them_once(palace: Palace, tmp_path: Path) -> None:
-    from palace import feeding
-    from palace.feeding import Destination
-    from palace.transcripts import parse_transcript
+    from palace.feeding import exchanges
+    from palace.feeding.exchanges import Destination
+    from palace.feeding.transcripts import parse_transcript
     from tests.palace.sessions import claude_session, write_session
 
     session = "5d1f3a0e-7c2b-4e9a-9f10-2b3c4d5e6f70"
@@ -333,8 +335,8 @@ def test_it_redacts_fed_transcripts_and_feeds_them_once(palace: Palace, tmp_path
     )
     destination = Destination.configured(harness="claude-code", device="laptop")
 
-    first = feeding.feed_transcript(transcript=parse_transcript(path), destination=destination, final=True)
-    again = feeding.feed_transcript(transcript=parse_transcript(path), destination=destination, final=True)
+    first = exchanges.feed_transcript(transcript=parse_transcript(path), destination=destination, final=True)
+    again = exchanges.feed_transcript(transcript=parse_transcript(path), destination=destination, final=True)
 
     assert (first.stored, again.stored, again.superseded) == (1, 0, 0)
     texts = [m["text"] for m in selectors.recent(count=5)]

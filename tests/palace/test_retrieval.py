@@ -15,11 +15,13 @@ from typing import Any
 import pytest
 
 from embeddings.ollama_backend import OllamaEmbedder
-from palace import retrieval, runtime, selectors, services
-from palace.embedding import PalaceEmbedder, chunk_text
-from palace.runtime import Palace
+from palace.engine import runtime
+from palace.engine.embedding import PalaceEmbedder, chunk_text
+from palace.engine.runtime import Palace
+from palace.reads import retrieval, selectors
+from palace.schema.timefmt import format_rfc3339
 from palace.store.base import MemoryFilter, StoredPoint
-from palace.timefmt import format_rfc3339
+from palace.writes import services
 from tests.palace.helpers import memory
 
 RARE = "QX-7741-ZETA"

@@ -12,11 +12,14 @@ from django.core.management import call_command
 from hypothesis import given
 from hypothesis import strategies as st
 
-from palace import retrieval, selectors, services
+from palace.engine.runtime import Palace
 from palace.errors import InvalidInput
-from palace.forms import MAX_FIND_LIMIT
-from palace.runtime import Palace
+from palace.operations import gain
+from palace.operations import status as palace_status
+from palace.reads import retrieval, selectors
+from palace.schema.forms import MAX_FIND_LIMIT
 from palace.store.base import MemoryFilter
+from palace.writes import services
 from tests.palace.helpers import memory
 
 
@@ -112,7 +115,7 @@ def test_it_reranks_by_a_true_half_life(sample: dict[str, int]) -> None:
     assert ids(recent)[0] == sample["backup"]
     old = next(hit for hit in recent["results"] if hit["id"] == sample["zfs"])
     raw = next(hit for hit in plain["results"] if hit["id"] == sample["zfs"])
-    from palace.timefmt import parse_rfc3339, utc_now
+    from palace.schema.timefmt import parse_rfc3339, utc_now
 
     age_days = (utc_now() - parse_rfc3339(old["timestamp"])).total_seconds() / 86400
     assert old["score"] == pytest.approx(raw["score"] * 0.5 ** (age_days / 30), rel=1e-3, abs=1e-6)
@@ -156,15 +159,15 @@ def test_it_checks_for_duplicates(sample: dict[str, int]) -> None:
 
 
 def test_it_reports_status_and_taxonomy(sample: dict[str, int]) -> None:
-    status = selectors.status()
+    status = palace_status.status()
     assert status["total"] == 4
     assert status["wings"] == {"infrastructure": 2, "projects": 1, "personal": 1}
     assert status["halls"]["facts"] == 1
     assert status["rooms"] == {"nas": 2, "alice": 1, "blog": 1} and status["room_count"] == 3
     assert list(status["rooms"]) == ["nas", "alice", "blog"]  # largest first, then by name
-    assert list(selectors.status(room_limit=1)["rooms"]) == ["nas"]
-    assert selectors.status(room_limit=1)["room_count"] == 3
-    taxonomy = selectors.taxonomy()
+    assert list(palace_status.status(room_limit=1)["rooms"]) == ["nas"]
+    assert palace_status.status(room_limit=1)["room_count"] == 3
+    taxonomy = palace_status.taxonomy()
     assert taxonomy["rooms"] == {"nas": 2, "blog": 1, "alice": 1}
     assert taxonomy["categories"] == {"infrastructure": 2, "technical": 1, "person": 1}
 
@@ -183,16 +186,16 @@ def test_it_lists_the_most_recent_memories_first(sample: dict[str, int]) -> None
 
 
 def test_it_summarises_gain_since_a_moment(palace: Palace) -> None:
-    from palace.gain import record_usage
+    from palace.operations.gain import record_usage
 
     record_usage(operation="find", tool="palace_find", ok=True, exec_ms=3.0, bytes_out=400)
     record_usage(operation="store", tool="palace_store", ok=False, exec_ms=1.0, bytes_out=40)
-    summary = selectors.gain()
+    summary = gain.gain()
     assert summary["totals"]["calls"] == 2 and summary["totals"]["failed"] == 1
     assert summary["per_operation"]["find"]["tokens_saved"] == 1800 - 100
-    assert selectors.gain(since="2100-01-01T00:00:00Z")["totals"]["calls"] == 0
+    assert gain.gain(since="2100-01-01T00:00:00Z")["totals"]["calls"] == 0
     with pytest.raises(InvalidInput):
-        selectors.gain(since="last week")
+        gain.gain(since="last week")
 
 
 def _fill_for_browsing() -> list[int]:
@@ -282,7 +285,7 @@ def test_it_matches_rooms_whatever_their_case_and_spacing_on_both_stores(any_pal
     second = services.store(**memory("palazzo uses Django", room="  palazzo\t"))
     third = services.store(**memory("Palazzo dev notes", room="PALAZZO   Dev"))
     assert (first["room"], second["room"], third["room"]) == ("palazzo", "palazzo", "palazzo dev")
-    assert selectors.status()["rooms"] == {"palazzo": 2, "palazzo dev": 1}
+    assert palace_status.status()["rooms"] == {"palazzo": 2, "palazzo dev": 1}
     hits = selectors.find(query="palazzo", room="PaLaZzO", limit=10)["results"]
     assert sorted(hit["id"] for hit in hits) == sorted([first["id"], second["id"]])
     assert [m["id"] for m in selectors.browse(room=" palazzo  DEV ")["memories"]] == [third["id"]]
@@ -295,15 +298,15 @@ def test_it_bounds_the_wake_up_context_to_2000_tokens(palace: Palace) -> None:
     stored = [
         services.store(**memory(text, timestamp=f"2030-01-{n + 1:02d}T00:00:00Z")) for n, text in enumerate(long_texts)
     ]
-    context = selectors.wake_up(count=10)
+    context = palace_status.wake_up(count=10)
     size = len(json.dumps(context, ensure_ascii=False))
-    assert size <= selectors.WAKE_UP_MAX_CHARS, size
+    assert size <= palace_status.WAKE_UP_MAX_CHARS, size
     assert context["status"]["room_count"] == 121 and 0 < len(context["status"]["rooms"]) <= 30
     recent = context["recent"]
     assert recent and [item["id"] for item in recent] == [item["id"] for item in stored[::-1][: len(recent)]]
     assert all(item["truncated"] and len(item["text"]) == 400 for item in recent)
     assert recent[0]["text"] == long_texts[-1][:400] and recent[0]["room"] == "palazzo"
-    small = selectors.wake_up(count=2, max_chars=100_000)
+    small = palace_status.wake_up(count=2, max_chars=100_000)
     assert len(small["recent"]) == 2
 
 

@@ -9,17 +9,21 @@ from typing import Any
 import pytest
 from django.conf import settings
 
-from palace import applier, runtime, selectors, services, verify
+from palace.engine import applier, runtime
+from palace.engine.locks import write_lock
+from palace.engine.runtime import Palace
 from palace.errors import ConfirmationRequired, ExpectedCountMismatch, InvalidInput, OutsideScope
-from palace.forms import MAX_TEXT_BYTES
-from palace.locks import write_lock
 from palace.models import JournalEntry
-from palace.runtime import Palace
+from palace.operations import status as palace_status
+from palace.operations import verify
+from palace.reads import selectors
+from palace.schema.forms import MAX_TEXT_BYTES
+from palace.writes import services
 from tests.palace.helpers import memory
 
 
 def total() -> int:
-    return int(selectors.status()["total"])
+    return int(palace_status.status()["total"])
 
 
 def test_it_stores_a_memory_with_every_schema_field(palace: Palace) -> None:
@@ -225,7 +229,7 @@ def test_it_journals_before_the_store_and_mirrors_to_the_wal_file(palace: Palace
 
 
 def test_it_replays_pending_entries_when_the_palace_opens(palace_env: Any, db: None) -> None:
-    from palace import journal, runtime
+    from palace.engine import journal, runtime
 
     runtime.get_palace()
     entry, ids = journal.record_with_new_ids(
@@ -420,7 +424,7 @@ def test_it_gives_an_existing_palace_canonical_rooms_when_it_opens_on_both_store
     palace = runtime.get_palace()
     assert {point.payload["room"] for point in palace.store.retrieve([old["id"], other["id"]])} == {"my project"}
     assert [m["id"] for m in selectors.browse(room="MY PROJECT")["memories"]] == [other["id"], old["id"]]
-    assert selectors.status()["rooms"] == {"my project": 2}
+    assert palace_status.status()["rooms"] == {"my project": 2}
     assert applier.canonicalise_rooms(palace) == 0  # nothing left to do at the next open
     assert verify.verify()["ok"] is True
 

@@ -9,8 +9,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from palace import tokens
 from palace.errors import InvalidInput, NotFound
+from palace.governance import tokens
 from palace.models import ApiToken
 
 pytestmark = pytest.mark.django_db

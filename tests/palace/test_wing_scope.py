@@ -6,10 +6,14 @@ import json
 
 import pytest
 
-from palace import ingest, selectors, services, tokens
+from palace.engine.runtime import Palace
 from palace.errors import InvalidInput, OutsideScope
+from palace.governance import tokens
 from palace.models import JournalEntry
-from palace.runtime import Palace
+from palace.operations import ingest
+from palace.operations import status as palace_status
+from palace.reads import selectors
+from palace.writes import services
 from tests.palace.helpers import memory
 
 SCOPE = ("projects", "infrastructure")
@@ -51,8 +55,8 @@ def test_it_reads_only_inside_the_wings(palace_of_wings: dict[str, int]) -> None
     recalled = selectors.recall(ids=list(palace_of_wings.values()), wings=SCOPE)
     closest = selectors.check_duplicate(text="the deploy key of my diary lives in the personal vault", wings=SCOPE)
     recent = selectors.recent(count=10, wings=SCOPE)
-    status = selectors.status(wings=SCOPE)
-    taxonomy = selectors.taxonomy(wings=SCOPE)
+    status = palace_status.status(wings=SCOPE)
+    taxonomy = palace_status.taxonomy(wings=SCOPE)
     exported = list(ingest.export_memories(wings=SCOPE))
 
     assert {hit["wing"] for hit in found} == set(SCOPE)
@@ -62,7 +66,7 @@ def test_it_reads_only_inside_the_wings(palace_of_wings: dict[str, int]) -> None
     assert (status["total"], status["wings"]) == (2, {"projects": 1, "infrastructure": 1})
     assert set(taxonomy["wings"]) == set(SCOPE)
     assert {m["wing"] for m in exported} == set(SCOPE)
-    assert selectors.status()["total"] == 3  # no scope: everything
+    assert palace_status.status()["total"] == 3  # no scope: everything
 
 
 def test_it_refuses_writes_outside_the_wings(palace_of_wings: dict[str, int]) -> None:

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from palace import spool
+from palace.feeding import spool
 from palazzo_site import hook
 from tests.mcpserver.conftest import Palazzo, connect, migrate, server_env, stdio_parameters
 from tests.palace.sessions import claude_session, write_session

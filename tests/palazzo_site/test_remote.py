@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from palace import spool
+from palace.feeding import spool
 from tests.mcpserver.conftest import ROOT, free_port, migrate, server_env, stop, wait_for_http
 from tests.mcpserver.test_auth_http import create_token, token_client
 from tests.palace.sessions import claude_session, write_session

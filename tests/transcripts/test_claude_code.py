@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from palace.transcripts import WAKE_UP_CLOSE, WAKE_UP_OPEN, detect_harness, discover, parse_transcript
+from palace.feeding.transcripts import WAKE_UP_CLOSE, WAKE_UP_OPEN, detect_harness, discover, parse_transcript
 from tests.transcripts.helpers import SAMPLES, sample, write_jsonl
 
 VIEWER = "claude-code/d-kimuson-claude-code-viewer/sample-project"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from palace.transcripts import WAKE_UP_CLOSE, WAKE_UP_OPEN, detect_harness, parse_transcript
+from palace.feeding.transcripts import WAKE_UP_CLOSE, WAKE_UP_OPEN, detect_harness, parse_transcript
 from tests.transcripts.helpers import sample, write_jsonl
 
 LOCALPUSH = "codex/madshn-localpush"

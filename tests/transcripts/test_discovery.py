@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from palace.transcripts import HARNESSES, TranscriptError, default_roots, detect_harness, discover, parse_transcript
+from palace.feeding.transcripts import (
+    HARNESSES,
+    TranscriptError,
+    default_roots,
+    detect_harness,
+    discover,
+    parse_transcript,
+)
 from tests.transcripts.helpers import SAMPLES, write_jsonl
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,7 +84,7 @@ def test_it_finds_each_harness_under_its_configured_root(monkeypatch: pytest.Mon
 def test_it_imports_without_django_or_the_rest_of_palace() -> None:
     # Hooks import this package in short-lived processes; it must stay stdlib-only and light.
     code = (
-        "import sys, palace.transcripts as t\n"
+        "import sys, palace.feeding.transcripts as t\n"
         "t.parse_transcript(t.discover([sys.argv[1]]).__next__()[1])\n"
         "loaded = sorted(m for m in sys.modules if m.startswith(('django', 'palace', 'qdrant')))\n"
         "print(' '.join(loaded))\n"
@@ -86,9 +93,11 @@ def test_it_imports_without_django_or_the_rest_of_palace() -> None:
         [sys.executable, "-c", code, str(SAMPLES / "pi")], capture_output=True, text=True, check=True, cwd=ROOT
     )
     loaded = result.stdout.split()
-    assert not [name for name in loaded if not name.startswith("palace.transcripts") and name != "palace"], loaded
-    assert "palace.transcripts.pi" in loaded
-    assert "palace.transcripts.claude_code" not in loaded  # parsers load on first use
+    # palace and palace.feeding are packages whose __init__ imports nothing.
+    outside = [name for name in loaded if not name.startswith("palace.feeding.transcripts")]
+    assert outside == ["palace", "palace.feeding"], loaded
+    assert "palace.feeding.transcripts.pi" in loaded
+    assert "palace.feeding.transcripts.claude_code" not in loaded  # parsers load on first use
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from palace.transcripts import WAKE_UP_CLOSE, WAKE_UP_OPEN, detect_harness, parse_transcript
+from palace.feeding.transcripts import WAKE_UP_CLOSE, WAKE_UP_OPEN, detect_harness, parse_transcript
 from tests.transcripts.helpers import write_jsonl
 
 

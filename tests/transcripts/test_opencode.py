@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from palace.transcripts import TranscriptError, detect_harness, discover, parse_transcript
+from palace.feeding.transcripts import TranscriptError, detect_harness, discover, parse_transcript
 from tests.transcripts.helpers import SAMPLES, sample
 
 TREES = "opencode/jazzyalex-agent-sessions"

@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from palace.transcripts import (
+from palace.feeding.transcripts import (
     WAKE_UP_CLOSE,
     WAKE_UP_OPEN,
     Transcript,

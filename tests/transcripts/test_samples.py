@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from palace.transcripts import discover, exchange_texts, parse_transcript
+from palace.feeding.transcripts import discover, exchange_texts, parse_transcript
 from tests.transcripts.helpers import SAMPLES, sample
 
 # sample -> (exchanges, subagents, subagent exchanges, exclusions: reason -> count)

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from palace.transcripts import Exchange, exchange_texts, project_name
+from palace.feeding.transcripts import Exchange, exchange_texts, project_name
 
 LIMIT = 32 * 1024
 

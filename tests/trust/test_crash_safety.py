@@ -26,12 +26,12 @@ import pytest
 from mcp import Client
 from mcp_types import Implementation
 
-from palace import services
-from palace.locks import write_lock
+from palace.engine.locks import write_lock
+from palace.engine.runtime import Palace
 from palace.models import JournalEntry
-from palace.runtime import Palace
+from palace.operations.verify import verify
 from palace.store.base import PointWrite
-from palace.verify import verify
+from palace.writes import services
 from tests.palace.helpers import memory
 from tests.trust.conftest import ROOT, KillableServer, killable_server, manage, migrate, server_env
 

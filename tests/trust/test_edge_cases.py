@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from palace.forms import MAX_TEXT_BYTES
+from palace.schema.forms import MAX_TEXT_BYTES
 from tests.mcpserver.conftest import connect, http_server
 from tests.palace.helpers import memory
 from tests.trust.conftest import migrate
@@ -217,7 +217,7 @@ def test_it_refuses_a_nul_byte_in_an_ingest_line(base_url: str) -> None:
 
 
 def test_it_refuses_a_very_long_single_ndjson_line_and_keeps_the_rest(base_url: str) -> None:
-    from palace.ingest import MAX_LINE_BYTES
+    from palace.operations.ingest import MAX_LINE_BYTES
 
     total = _status_total(base_url)
     long_line = json.dumps(memory("y" * (MAX_LINE_BYTES + 10))).encode()

@@ -15,7 +15,7 @@ from anyio.from_thread import start_blocking_portal
 from mcp import Client
 from mcp_types import Implementation
 
-from palace.backup import FORMAT, MANIFEST, SQLITE_FILE
+from palace.operations.backup import FORMAT, MANIFEST, SQLITE_FILE
 from tests.mcpserver.conftest import Palazzo, connect, http_server, stdio_parameters
 from tests.palace.helpers import memory
 from tests.trust.conftest import killable_server, manage

@@ -17,14 +17,17 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
 
-from palace import restore, runtime, selectors, services
-from palace.backup import create_backup
+from palace.engine import runtime
+from palace.engine.runtime import Palace
 from palace.errors import InvalidInput, PalaceError
-from palace.forms import MAX_MEMORY_ID
-from palace.ingest import export_line, ingest, parse_line
 from palace.models import IdAllocator, JournalEntry
-from palace.runtime import Palace
-from palace.verify import verify
+from palace.operations import status as palace_status
+from palace.operations.backup import create_backup
+from palace.operations.ingest import export_line, ingest, parse_line
+from palace.operations.verify import verify
+from palace.reads import selectors
+from palace.schema.forms import MAX_MEMORY_ID
+from palace.writes import restore, services
 from palazzo_site.http import host_allowed
 from tests.palace.helpers import memory
 
@@ -33,7 +36,7 @@ DEEP = "[" * 100_000 + "]" * 100_000
 
 
 def ingest_lines(items: list[Any], **options: Any) -> list[dict[str, Any]]:
-    """Run palace.ingest over JSON lines (dicts dumped, strings sent as they are); every result."""
+    """Run palace.operations.ingest over JSON lines (dicts dumped, strings sent as they are); every result."""
     lines = [item if isinstance(item, str) else json.dumps(item) for item in items]
     reports = list(ingest(lines=iter(lines), added_by=options.pop("added_by", "test/1"), **options))
     assert all(report.error is None for report in reports), [report.error for report in reports]
@@ -140,11 +143,11 @@ def test_it_opens_the_palace_past_a_journal_row_that_cannot_be_applied(palace: P
 
     poisoned.refresh_from_db()
     assert poisoned.status == JournalEntry.Status.FAILED and "could not be applied" in poisoned.error
-    status = selectors.status()
+    status = palace_status.status()
     assert status["journal"]["failed"] == 1 and status["journal"]["latest_failed"][0]["entry"] == poisoned.pk
     report = verify()
     assert report["journal_failed"] == 1 and report["journal_latest_failed"][0]["entry"] == poisoned.pk
-    from palace.health import health
+    from palace.operations.health import health
 
     assert health()["journal"] == {"status": "ok", "pending": 0, "failed": 1}
     assert services.store(**memory("stored after the poisoned row"))["duplicate"] is False

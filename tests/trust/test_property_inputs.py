@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 
 from mcpserver.server import _parse_arguments
 from mcpserver.tools import TOOLS, Caller, ToolSpec
+from palace.engine.runtime import Palace
 from palace.errors import ExpectedCountMismatch, InvalidInput
 from palace.models import JournalEntry
-from palace.runtime import Palace
 from palace.store.base import MemoryFilter
 from tests.mcpserver.conftest import Palazzo, connect, http_server
 from tests.palace.helpers import memory
@@ -160,7 +160,7 @@ def arguments_for(spec: ToolSpec) -> st.SearchStrategy[dict[str, Any]]:
 
 
 def _with_anchor(palace: Palace, arguments: dict[str, Any]) -> dict[str, Any]:
-    from palace import services
+    from palace.writes import services
 
     if ANCHOR not in json.dumps(arguments):
         return arguments
@@ -326,7 +326,7 @@ ingest_lines = st.one_of(
 @PROPERTY_SETTINGS
 @given(lines=st.lists(ingest_lines, min_size=1, max_size=6))
 def test_it_survives_any_ingest_body(palace: Palace, lines: list[bytes]) -> None:
-    from palace.ingest import ingest
+    from palace.operations.ingest import ingest
 
     stores_before, entries_before = _counts(palace)
     reports = list(ingest(lines=iter(lines), added_by="hypothesis/1"))
@@ -358,8 +358,8 @@ write_steps = st.one_of(
 
 def _apply_step(step: tuple[str, Any], acknowledged: dict[int, str]) -> None:
     """Make one write as an entry point would; record what the palace acknowledged."""
-    from palace import services
-    from palace.ingest import ingest
+    from palace.operations.ingest import ingest
+    from palace.writes import services
 
     kind, value = step
     try:
@@ -395,8 +395,10 @@ def _apply_step(step: tuple[str, Any], acknowledged: dict[int, str]) -> None:
 def test_it_rebuilds_every_acknowledged_write_after_any_sequence_of_writes(
     palace: Palace, steps: list[tuple[str, Any]]
 ) -> None:
-    from palace import runtime, selectors, services
-    from palace.verify import verify
+    from palace.engine import runtime
+    from palace.operations.verify import verify
+    from palace.reads import selectors
+    from palace.writes import services
 
     acknowledged: dict[int, str] = {}
     for step in steps:

@@ -8,9 +8,9 @@ from typing import IO, Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from palace import audit
+from palace.governance import audit
 from palace.management.database import prepare_database
-from palace.timefmt import EXAMPLE, parse_rfc3339
+from palace.schema.timefmt import EXAMPLE, parse_rfc3339
 
 
 def moment(value: str) -> datetime:

@@ -8,9 +8,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from palace.backup import create_backup
 from palace.errors import PalaceError
 from palace.management.database import prepare_database
+from palace.operations.backup import create_backup
 
 
 class Command(BaseCommand):

@@ -2,7 +2,7 @@
 
 Ingests corpus_<granularity>.jsonl into a throwaway palace (its own data dir and SQLite database;
 the configured palace is never touched), runs every query of queries_<granularity>.jsonl through
-palace.selectors.find restricted to its conversation (room), and prints R@k, Hit@k and MRR overall
+palace.reads.selectors.find restricted to its conversation (room), and prints R@k, Hit@k and MRR overall
 and per category, beside the chance level of a random ranking of the same conversation.
 """
 
@@ -23,9 +23,11 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 
-from palace import runtime, selectors, services
+from palace.engine import runtime
 from palace.errors import PalaceError
-from palace.forms import MAX_FIND_LIMIT
+from palace.reads import selectors
+from palace.schema.forms import MAX_FIND_LIMIT
+from palace.writes import services
 
 MODES = {"hybrid": "hybrid", "dense": "dense", "bm25": "keyword"}
 BATCH = 256

@@ -7,10 +7,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from palace import services
-from palace.audit import command_actor
 from palace.errors import PalaceError, StoreLocked
+from palace.governance.audit import command_actor
 from palace.management.database import held_palace_error, prepare_database
+from palace.writes import services
 
 
 class Command(BaseCommand):

@@ -8,10 +8,10 @@ from typing import IO, Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from palace import ingest as ingest_service
-from palace.audit import command_actor
 from palace.errors import PalaceError
+from palace.governance.audit import command_actor
 from palace.management.database import prepare_database
+from palace.operations import ingest as ingest_service
 
 
 class Command(BaseCommand):

@@ -19,11 +19,11 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from palace import feeder, spool
 from palace.errors import PalaceError, StoreLocked
-from palace.feeding import Destination, FeedReport
+from palace.feeding import feeder, spool
+from palace.feeding.exchanges import Destination, FeedReport
+from palace.feeding.transcripts import HARNESSES, TranscriptError, default_roots, discover
 from palace.management.database import prepare_database
-from palace.transcripts import HARNESSES, TranscriptError, default_roots, discover
 
 
 def describe(report: FeedReport) -> str:
@@ -65,11 +65,11 @@ class Command(BaseCommand):
             self.stderr.write(f"feed: no transcripts under {', '.join(map(str, roots))}")
             return
         if env.remote_url:  # fail-closed: never the local palace
-            from palace import feedclient
+            from palace.feeding import remote
 
             try:
-                reports = feedclient.feed_remote(found, dry_run=options["dry_run"], progress=self._progress(len(found)))
-            except feedclient.RemoteUnavailable as exc:
+                reports = remote.feed_remote(found, dry_run=options["dry_run"], progress=self._progress(len(found)))
+            except remote.RemoteUnavailable as exc:
                 raise CommandError(str(exc)) from None
             self._print(reports, options, shown=False)
             return
@@ -88,7 +88,7 @@ class Command(BaseCommand):
             )
             return
         if not options["dry_run"]:
-            from palace import wakeup
+            from palace.feeding import wakeup
 
             wakeup.refresh_snapshots(env.data_dir)  # SessionStart hooks read these
         self._print(reports, options, shown=True)
@@ -97,8 +97,8 @@ class Command(BaseCommand):
         return tqdm(total=total, unit="session", file=sys.stderr, disable=not sys.stderr.isatty())
 
     def _feed_here(self, found: list[tuple[str, Path]], options: dict[str, Any]) -> list[FeedReport]:
-        from palace import feeding
-        from palace.transcripts import parse_transcript
+        from palace.feeding import exchanges
+        from palace.feeding.transcripts import parse_transcript
 
         reports = []
         with self._progress(len(found)) as bar:
@@ -115,7 +115,7 @@ class Command(BaseCommand):
                     bar.update(1)
                     continue
                 try:
-                    report = feeding.feed_transcript(
+                    report = exchanges.feed_transcript(
                         transcript=transcript, destination=destination, final=True, dry_run=options["dry_run"]
                     )
                 except StoreLocked:
@@ -154,9 +154,9 @@ class Command(BaseCommand):
         env = settings.PALAZZO
         started = time.monotonic()
         if env.remote_url:
-            from palace import feedclient
+            from palace.feeding import remote
 
-            reports = feedclient.drain_remote(env.data_dir)
+            reports = remote.drain_remote(env.data_dir)
         else:
             prepare_database()
             reports = feeder.run_detached_feeder(env.data_dir)

@@ -11,10 +11,10 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from palace import ingest as ingest_service
 from palace.errors import PalaceError, StoreLocked
 from palace.management.commands.ingest import SHOWN_FAILURES, summary
 from palace.management.database import held_palace_error, prepare_database
+from palace.operations import ingest as ingest_service
 
 
 class Command(BaseCommand):

@@ -12,9 +12,9 @@ from typing import IO, Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from palace import ingest as ingest_service
 from palace.errors import PalaceError, StoreLocked
 from palace.management.database import held_palace_error, prepare_database
+from palace.operations import ingest as ingest_service
 
 # Failed lines named on stderr without --json; the rest are counted.
 SHOWN_FAILURES = 20

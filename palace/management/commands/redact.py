@@ -7,9 +7,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from palace import scrub
 from palace.errors import PalaceError, StoreLocked
 from palace.management.database import held_palace_error, prepare_database
+from palace.writes import scrub
 
 
 class Command(BaseCommand):

@@ -8,9 +8,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from palace.backup import restore_backup
 from palace.errors import PalaceError, StoreLocked
 from palace.management.database import held_palace_error
+from palace.operations.backup import restore_backup
 
 
 class Command(BaseCommand):

@@ -1,9 +1,9 @@
 """python manage.py status [--json]: dump the palace's status."""
 
-from palace import selectors
 from palace.management.dump import DumpCommand
+from palace.operations import status
 
 
 class Command(DumpCommand):
     help = "Print the palace's status (counts by wing, room, hall and category)."
-    selector = staticmethod(selectors.status)
+    selector = staticmethod(status.status)

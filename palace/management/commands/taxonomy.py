@@ -1,9 +1,9 @@
 """python manage.py taxonomy [--json]: dump the palace's taxonomy."""
 
-from palace import selectors
 from palace.management.dump import DumpCommand
+from palace.operations import status
 
 
 class Command(DumpCommand):
     help = "Print the palace's taxonomy (counts by wing, room, hall and category)."
-    selector = staticmethod(selectors.taxonomy)
+    selector = staticmethod(status.taxonomy)

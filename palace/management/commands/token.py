@@ -7,8 +7,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from palace import tokens
 from palace.errors import PalaceError
+from palace.governance import tokens
 from palace.management.database import prepare_database
 
 

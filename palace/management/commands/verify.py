@@ -22,7 +22,7 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from palace.verify import verify
+        from palace.operations.verify import verify
 
         prepare_database(required=False)
 

@@ -11,7 +11,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError, connections
 
-from palace.auth import insecure_start_problem
+from palace.governance.auth import insecure_start_problem
 from palazzo_site.environment import ConfigurationError, _bind
 from palazzo_site.gunicorn_conf import several_workers_problem
 

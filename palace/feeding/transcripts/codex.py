@@ -1,0 +1,286 @@
+"""OpenAI Codex CLI rollouts (~/.codex/sessions/YYYY/MM/DD/rollout-<time>-<thread>.jsonl).
+
+A rollout logs the conversation twice: `response_item` lines (what the model sees, including the
+harness scaffolding such as AGENTS.md and <environment_context>) and `event_msg` lines (what the
+TUI replays). The user's prompts are taken from `event_msg/user_message` (free of scaffolding) and the
+reply from `response_item` (assistant text, tool calls and their outputs). A rollout without any
+user_message event (older CLIs) falls back to `response_item` user messages minus scaffolding.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from palace.feeding.transcripts.model import Transcript
+from palace.feeding.transcripts.text import (
+    IMAGE_PLACEHOLDER,
+    Turn,
+    clean_optional,
+    clean_tag,
+    counts,
+    file_mtime,
+    finish_turns,
+    guarded,
+    owner_of,
+    parse_timestamp,
+    read_lines,
+    strip_wake_up,
+    without_bare_commands,
+    worth_keeping,
+)
+
+HARNESS = "codex"
+_SCAFFOLDING_PREFIXES = (
+    "<environment_context>",
+    "<user_instructions>",
+    "<permissions",
+    "<INSTRUCTIONS>",
+    "# AGENTS.md",
+    "<turn_aborted>",
+    "<user_shell_command>",
+)
+_RESPONSE_ITEM_TYPES = {
+    "message",
+    "reasoning",
+    "function_call",
+    "function_call_output",
+    "custom_tool_call",
+    "custom_tool_call_output",
+    "web_search_call",
+    "local_shell_call",
+}
+_TURN_END_EVENTS = {"task_complete", "turn_aborted"}
+
+
+class _Rollout:
+    def __init__(self, prompts_from_events: bool) -> None:
+        self.prompts_from_events = prompts_from_events
+        self.skipped: Counter[str] = Counter()
+        self.stats: Counter[str] = Counter()
+        self.turns: list[Turn] = []
+        self.session_id: str | None = None
+        self.parent_session_id: str | None = None
+        self.cwd: str | None = None
+        self.version: str | None = None
+        self.seen_meta = False
+
+    @property
+    def current(self) -> Turn | None:
+        return self.turns[-1] if self.turns else None
+
+    def feed(self, number: int, record: dict[str, Any]) -> None:
+        kind, payload = _envelope(record)
+        if payload is None:
+            self.skipped["metadata" if kind is not None else "unknown_type"] += 1
+            return
+        timestamp = record.get("timestamp")
+        if kind == "session_meta":
+            self._meta(payload)
+        elif kind == "turn_context":
+            self.cwd = self.cwd or clean_optional(payload.get("cwd"))
+            self.skipped["metadata"] += 1
+        elif kind == "event_msg":
+            self._event(number, payload, timestamp)
+        elif kind == "response_item":
+            self._item(number, payload, timestamp)
+        elif kind == "compacted":
+            self.skipped["compaction"] += 1
+        else:
+            self.skipped["metadata"] += 1
+
+    def _meta(self, payload: dict[str, Any]) -> None:
+        if self.seen_meta:
+            # Later session_meta lines describe other threads (resumed, forked, sub-agents).
+            self.skipped["metadata"] += 1
+            return
+        self.seen_meta = True
+        self.session_id = clean_tag(payload.get("id")) or clean_tag(payload.get("session_id"))
+        self.cwd = clean_optional(payload.get("cwd"))
+        version = clean_optional(payload.get("cli_version"))
+        self.version = version if version is not None and len(version) <= 64 else None
+        source = payload.get("source")
+        if isinstance(source, dict) and "subagent" in source:
+            self.parent_session_id = clean_tag(payload.get("parent_thread_id"))
+
+    def _event(self, number: int, payload: dict[str, Any], timestamp: Any) -> None:
+        kind = payload.get("type")
+        if kind == "user_message" and self.prompts_from_events:
+            message = payload.get("message")
+            text = message if isinstance(message, str) else ""
+            images = [
+                IMAGE_PLACEHOLDER
+                for field in ("images", "local_images")
+                if isinstance(payload.get(field), list)
+                for _ in payload[field]
+            ]
+            self.skipped["image"] += len(images)
+            self._start(number, "\n\n".join([*images, text]) if images else text, timestamp)
+            return
+        if kind in _TURN_END_EVENTS and self.current is not None:
+            self.current.finished = True
+        if kind == "agent_reasoning":
+            self.skipped["thinking"] += 1
+        elif kind == "error":
+            self.skipped["api_error"] += 1
+        else:
+            self.skipped["event"] += 1
+
+    def _start(self, number: int, raw: str, timestamp: Any) -> None:
+        text, wake_ups = strip_wake_up(raw)
+        self.skipped["wake_up"] += wake_ups
+        prompt = text.strip()
+        if not prompt:
+            if not wake_ups:
+                self.skipped["empty"] += 1
+            return
+        self.turns.append(Turn(key=f"line-{number}", prompt=prompt, started_at=parse_timestamp(timestamp)))
+
+    def _item(self, number: int, payload: dict[str, Any], timestamp: Any) -> None:
+        kind = payload.get("type")
+        if kind == "message":
+            self._message(number, payload, timestamp)
+            return
+        if kind == "reasoning":
+            self.skipped["thinking"] += 1
+            return
+        turn = self.current
+        if turn is None:
+            self.skipped["orphan_item"] += 1
+            return
+        call_id = clean_tag(payload.get("call_id"))
+        name = payload.get("name") if isinstance(payload.get("name"), str) else None
+        if kind == "function_call":
+            turn.add_call(call_id, name or "function", payload.get("arguments"))
+        elif kind == "custom_tool_call":
+            turn.add_call(call_id, name or "tool", payload.get("input"))
+        elif kind == "local_shell_call":
+            action = payload.get("action")
+            turn.add_call(call_id, "shell", action.get("command") if isinstance(action, dict) else None)
+        elif kind == "web_search_call":
+            action = payload.get("action")
+            query = action.get("query") if isinstance(action, dict) else None
+            turn.add_call(call_id, "web_search", query if isinstance(query, str) else "")
+        elif kind in ("function_call_output", "custom_tool_call_output"):
+            text, wake_ups = strip_wake_up(_output_text(payload.get("output")))
+            self.skipped["wake_up"] += wake_ups
+            owner_of(self.turns, call_id).add_result(call_id, text)
+        else:
+            self.skipped["other_item"] += 1
+
+    def _message(self, number: int, payload: dict[str, Any], timestamp: Any) -> None:
+        role = payload.get("role")
+        if role == "assistant":
+            turn = self.current
+            if turn is None:
+                self.skipped["orphan_item"] += 1
+                return
+            self.stats["assistant_lines"] += 1
+            cleaned, wake_ups = strip_wake_up(_content_text(payload.get("content"), self.skipped))
+            self.skipped["wake_up"] += wake_ups
+            turn.add_text(cleaned, clean_tag(payload.get("id")) or f"line-{number}")
+        elif role == "user" and not self.prompts_from_events:
+            text = _content_text(payload.get("content"), self.skipped)
+            if text.lstrip().startswith(_SCAFFOLDING_PREFIXES):
+                self.skipped["scaffolding"] += 1
+            else:
+                self._start(number, text, timestamp)
+        elif role == "user":
+            self.skipped["user_item"] += 1  # the model-side copy of a prompt, or scaffolding
+        else:
+            self.skipped["scaffolding"] += 1
+
+
+def _envelope(record: dict[str, Any]) -> tuple[str | None, dict[str, Any] | None]:
+    """(kind, payload) of a rollout line; pre-envelope rollouts wrote bare items and a bare meta line."""
+    payload = record.get("payload")
+    kind = record.get("type")
+    if isinstance(kind, str) and isinstance(payload, dict):
+        return kind, payload
+    if "record_type" in record:
+        return "state", None
+    if kind in _RESPONSE_ITEM_TYPES:
+        return "response_item", record
+    if kind is None and "id" in record and "timestamp" in record:
+        return "session_meta", record
+    return (kind if isinstance(kind, str) else None), None
+
+
+def _content_text(content: Any, skipped: Counter[str]) -> str:
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    parts: list[str] = []
+    for block in content:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind in ("input_text", "output_text", "text") and isinstance(block.get("text"), str):
+            parts.append(block["text"])
+        elif kind in ("input_image", "image") and block.get("image_url"):
+            skipped["image"] += 1
+            parts.append(IMAGE_PLACEHOLDER)
+    return "\n\n".join(parts)
+
+
+def _output_text(output: Any) -> str:
+    """A tool output: a string (possibly JSON with an "output" field), a text block, or a list of them."""
+    if isinstance(output, str):
+        if output.startswith("{") and '"output"' in output[:200]:
+            try:
+                decoded = json.loads(output)
+            except (ValueError, RecursionError):
+                return output
+            if isinstance(decoded, dict) and isinstance(decoded.get("output"), str):
+                return str(decoded["output"])
+        return output
+    if isinstance(output, dict):
+        text = output.get("text") or output.get("output") or output.get("content")
+        return text if isinstance(text, str) else ""
+    if isinstance(output, list):
+        return "\n".join(_output_text(item) for item in output if isinstance(item, dict | str))
+    return ""
+
+
+def _has_prompt_events(records: list[tuple[int, Any]]) -> bool:
+    for _, record in records:
+        if isinstance(record, dict) and record.get("type") == "event_msg":
+            payload = record.get("payload")
+            if isinstance(payload, dict) and payload.get("type") == "user_message":
+                return True
+    return False
+
+
+def parse(path: Path) -> Transcript:
+    """A Codex rollout: one exchange per user prompt, the reply from the model-side items."""
+    pre_skipped: Counter[str] = Counter()
+    records = list(read_lines(path, pre_skipped))
+    rollout = _Rollout(prompts_from_events=_has_prompt_events(records))
+    rollout.skipped.update(pre_skipped)
+    for number, record in records:
+        rollout.stats["lines"] += 1
+        if not isinstance(record, dict):
+            rollout.skipped["not_an_object"] += 1
+            continue
+        guarded(rollout.skipped, path, number, partial(rollout.feed, number, record))
+    turns = without_bare_commands(rollout.turns, rollout.skipped)
+    exchanges = finish_turns(turns, file_mtime(path))
+    session_id = rollout.session_id or clean_tag(path.stem.removeprefix("rollout-")[20:] or path.stem)
+    return Transcript(
+        harness=HARNESS,
+        path=path,
+        session_id=session_id,
+        parent_session_id=rollout.parent_session_id,
+        agent_id=session_id if rollout.parent_session_id else None,
+        cwd=rollout.cwd,
+        version=rollout.version,
+        exchanges=exchanges,
+        skipped=counts(rollout.skipped),
+        subagents=[],
+        worth_keeping=worth_keeping(exchanges),
+        stats=dict(rollout.stats),
+    )

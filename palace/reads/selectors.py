@@ -1,0 +1,302 @@
+"""Read operations of the palace."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from palace.engine.points import embed_deferred
+from palace.engine.runtime import Palace, get_palace
+from palace.errors import InvalidInput
+from palace.governance import audit, scope
+from palace.reads import retrieval
+from palace.schema.forms import BrowseForm, CheckDuplicateForm, FindForm, RecallForm, browse_cursor
+from palace.schema.memories import public_memory
+from palace.schema.timefmt import parse_rfc3339, utc_now
+from palace.store.base import MemoryFilter, StoredPoint
+from palace.store.query import SearchQuery, prefetch_depth
+
+DUPLICATE_THRESHOLD = 0.95
+_NO_TIME = datetime.min.replace(tzinfo=UTC)
+RECENCY_FETCH_FACTOR = 4
+RECENCY_FETCH_CAP = 80
+HYBRID = retrieval.HYBRID
+
+
+def _age_days(timestamp: Any, now: datetime) -> float:
+    try:
+        return max((now - parse_rfc3339(timestamp)).total_seconds() / 86400.0, 0.0)
+    except (ValueError, TypeError):
+        return 0.0
+
+
+def find_query(plan: retrieval.SearchPlan, *, memory_filter: MemoryFilter, limit: int, half_life: float) -> SearchQuery:
+    """The store search behind find: its legs, the depth each hands the fusion (once) and how many come back."""
+    fetch = min(limit * RECENCY_FETCH_FACTOR, RECENCY_FETCH_CAP) if half_life > 0 else limit
+    fetch = max(fetch, limit)
+    # Each leg hands the fusion prefetch_depth(limit) candidates, decided here once; session context
+    # needs the session-mates of the hits among them, so a fused search returns all of them.
+    depth = prefetch_depth(limit)
+    if plan.fused:
+        fetch = max(fetch, depth)
+    return SearchQuery(
+        dense_query=plan.dense_query,
+        keyword_query=plan.keyword_query,
+        memory_filter=memory_filter,
+        limit=fetch,
+        depth=depth,
+        fusion=retrieval.FUSION,
+    )
+
+
+def find(
+    *,
+    query: Any,
+    limit: Any = None,
+    wing: Any = None,
+    category: Any = None,
+    room: Any = None,
+    hall: Any = None,
+    since: Any = None,
+    until: Any = None,
+    recency_half_life_days: Any = None,
+    include_superseded: Any = None,
+    ranking: str = HYBRID,
+    actor: str = "",
+    wings: scope.Wings = None,
+) -> dict[str, Any]:
+    """Hybrid (dense + BM25) search with filters, optional true half-life recency and superseded hiding."""
+    raw = {
+        "query": query,
+        "limit": limit,
+        "wing": wing,
+        "category": category,
+        "room": room,
+        "hall": hall,
+        "since": since,
+        "until": until,
+        "recency_half_life_days": recency_half_life_days,
+        "include_superseded": include_superseded,
+    }
+    try:
+        fields = FindForm({key: value for key, value in raw.items() if value is not None}).parsed()
+    except InvalidInput as exc:
+        if exc.errors.get("query") == ["is required"]:  # the agent wanted a listing
+            hint = ["is required; to list memories without one, use palace_browse"]
+            raise InvalidInput(exc.errors | {"query": hint}) from None
+        raise
+    palace = get_palace()
+    now = utc_now()
+    memory_filter = MemoryFilter(
+        wing=fields["wing"] or None,
+        category=fields["category"] or None,
+        room=fields["room"] or None,
+        hall=fields["hall"] or None,
+        since=fields["since"],
+        until=fields["until"],
+        include_superseded=fields["include_superseded"],
+        current_at=now,
+        expired=False,
+        wings=wings,
+    )
+    limit_value: int = fields["limit"]
+    half_life: float = fields["recency_half_life_days"] or 0.0
+    plan = retrieval.plan_search(palace, query=fields["query"], ranking=ranking)
+    hits = palace.store.search(find_query(plan, memory_filter=memory_filter, limit=limit_value, half_life=half_life))
+    scored = []
+    for hit in plan.rerank(hits):
+        score = plan.normalise(hit.score or 0.0)
+        if half_life > 0:
+            score *= math.pow(0.5, _age_days(hit.payload.get("timestamp"), now) / half_life)
+        scored.append((score, hit))
+    if half_life > 0:
+        scored.sort(key=lambda pair: pair[0], reverse=True)
+    # The search returns more hits than asked for (session context and recency rank among them):
+    # only the page is shaped for the answer.
+    results = [public_memory(hit.id, hit.payload, score=score) for score, hit in scored[:limit_value]]
+    answer: dict[str, Any] = {
+        "results": results,
+        "count": len(results),
+        "degraded": plan.degraded_reason is not None,
+        "degraded_reason": plan.degraded_reason,
+    }
+    audit.record_read(
+        operation="find",
+        actor=actor,
+        query=fields["query"],
+        filters=_audited_filters(fields),
+        result_ids=[memory["id"] for memory in answer["results"]],
+        degraded=answer["degraded"],
+    )
+    return answer
+
+
+def _stamp(point: StoredPoint) -> datetime:
+    try:
+        return parse_rfc3339(point.payload.get("timestamp", ""))
+    except (ValueError, TypeError):
+        return _NO_TIME
+
+
+def _newest_first(points: list[StoredPoint]) -> list[StoredPoint]:
+    return sorted(points, key=lambda point: (_stamp(point), point.id), reverse=True)
+
+
+def _same_second(palace: Palace, memory_filter: MemoryFilter, moment: datetime) -> list[StoredPoint]:
+    """Every matching memory stamped in this second (a batch shares one), newest id first."""
+    if (memory_filter.since and moment < memory_filter.since) or (memory_filter.until and moment > memory_filter.until):
+        return []
+    second = dataclasses.replace(memory_filter, since=moment, until=moment)
+    return sorted(palace.store.scroll(memory_filter=second), key=lambda point: point.id, reverse=True)
+
+
+def browse(
+    *,
+    limit: Any = None,
+    cursor: Any = None,
+    wing: Any = None,
+    category: Any = None,
+    room: Any = None,
+    hall: Any = None,
+    since: Any = None,
+    until: Any = None,
+    include_superseded: Any = None,
+    actor: str = "",
+    wings: scope.Wings = None,
+) -> dict[str, Any]:
+    """Memories newest first (timestamp, then id) without a query, a page at a time; next_cursor continues."""
+    raw = {
+        "limit": limit,
+        "cursor": cursor,
+        "wing": wing,
+        "category": category,
+        "room": room,
+        "hall": hall,
+        "since": since,
+        "until": until,
+        "include_superseded": include_superseded,
+    }
+    fields = BrowseForm({key: value for key, value in raw.items() if value is not None}).parsed()
+    palace = get_palace()
+    memory_filter = MemoryFilter(
+        wing=fields["wing"] or None,
+        category=fields["category"] or None,
+        room=fields["room"] or None,
+        hall=fields["hall"] or None,
+        since=fields["since"],
+        until=fields["until"],
+        include_superseded=fields["include_superseded"],
+        current_at=utc_now(),
+        expired=False,
+        wings=wings,
+    )
+    limit_value: int = fields["limit"]
+    page: list[StoredPoint] = []
+    more = False
+    if fields["cursor"] is not None:
+        # Resume inside the cursor's second (ids below the last one shown), then strictly before it.
+        moment, last_id = fields["cursor"]
+        rest = [point for point in _same_second(palace, memory_filter, moment) if point.id < last_id]
+        page, more = rest[:limit_value], len(rest) > limit_value
+        before = moment - timedelta(seconds=1)
+        if memory_filter.until is None or before < memory_filter.until:
+            memory_filter = dataclasses.replace(memory_filter, until=before)
+    need = limit_value - len(page)
+    if not more:
+        older = _newest_first(palace.store.recent(memory_filter=memory_filter, limit=need + 1))
+        if len(older) > need:
+            more = True
+            if need:
+                # order_by cuts a run of equal timestamps anywhere; take that second whole, by id.
+                boundary = _stamp(older[need - 1])
+                newer = [point for point in older if _stamp(point) > boundary]
+                older = newer + _same_second(palace, memory_filter, boundary)
+        page += older[:need]
+    memories = [public_memory(point.id, point.payload) for point in page]
+    audit.record_read(
+        operation="browse", actor=actor, filters=_audited_filters(fields), result_ids=[m["id"] for m in memories]
+    )
+    last = page[-1] if page else None
+    return {
+        "memories": memories,
+        "count": len(memories),
+        "next_cursor": browse_cursor(_stamp(last), last.id) if more and last is not None else None,
+    }
+
+
+def _audited_filters(fields: dict[str, Any]) -> dict[str, Any]:
+    filters = {key: fields.get(key) for key in ("wing", "category", "room", "hall", "include_superseded", "limit")}
+    for key in ("since", "until"):
+        if fields.get(key):
+            filters[key] = fields[key].isoformat()
+    if fields.get("recency_half_life_days"):
+        filters["recency_half_life_days"] = fields["recency_half_life_days"]
+    return filters
+
+
+def recall(*, ids: Any, actor: str = "", operation: str = "recall", wings: scope.Wings = None) -> dict[str, Any]:
+    """Memories by id (superseded ones included, with their temporal fields); unknown ids listed as missing."""
+    fields = RecallForm({"ids": ids}).parsed()
+    palace = get_palace()
+    points = scope.retrieve(palace.store, fields["ids"], wings)
+    found = {point.id for point in points}
+    audit.record_read(
+        operation=operation, actor=actor, filters={"ids": fields["ids"]}, result_ids=[point.id for point in points]
+    )
+    now = utc_now()
+    return {
+        "memories": [
+            public_memory(point.id, point.payload) | {"expired": _expired(point.payload, now)} for point in points
+        ],
+        "missing": [memory_id for memory_id in fields["ids"] if memory_id not in found],
+    }
+
+
+def _expired(payload: dict[str, Any], now: datetime) -> bool:
+    try:
+        return bool(payload.get("expires_at")) and parse_rfc3339(payload["expires_at"]) <= now
+    except ValueError:
+        return False
+
+
+def check_duplicate(*, text: Any, actor: str = "", wings: scope.Wings = None) -> dict[str, Any]:
+    """The closest current memory and whether its cosine similarity is at or above 0.95."""
+    fields = CheckDuplicateForm({"text": text}).parsed()
+    palace = get_palace()
+    vector = palace.embedder.documents([fields["text"]])[0][0]
+    embed_deferred(palace)  # a memory stored a moment ago is compared by meaning too
+    hits = palace.store.search(
+        SearchQuery(
+            dense_query=vector,
+            memory_filter=MemoryFilter(include_superseded=False, current_at=utc_now(), expired=False, wings=wings),
+            limit=1,
+        )
+    )
+    score = retrieval.as_cosine(hits[0].score or 0.0) if hits else None
+    closest = public_memory(hits[0].id, hits[0].payload, score=score) if hits else None
+    audit.record_read(
+        operation="check_duplicate", actor=actor, query=fields["text"], result_ids=[hit.id for hit in hits]
+    )
+    return {
+        "is_duplicate": bool(score is not None and score >= DUPLICATE_THRESHOLD),
+        "same_text": bool(closest and closest["text"] == fields["text"]),
+        "threshold": DUPLICATE_THRESHOLD,
+        "closest": closest,
+    }
+
+
+def recent(
+    *, count: int, actor: str = "", operation: str = "recent", wings: scope.Wings = None
+) -> list[dict[str, Any]]:
+    """The newest current memories, newest first (the wake-up context and the admin overview; audited)."""
+    palace = get_palace()
+    points = palace.store.recent(
+        memory_filter=MemoryFilter(include_superseded=False, current_at=utc_now(), expired=False, wings=wings),
+        limit=count,
+    )
+    audit.record_read(
+        operation=operation, actor=actor, filters={"count": count}, result_ids=[point.id for point in points]
+    )
+    return [public_memory(point.id, point.payload) for point in points]
