@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import shutil
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -22,6 +22,8 @@ import pytest
 from django.core.management import get_commands
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
+
+from palazzo_site.environment import read_environment
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -177,7 +179,7 @@ def link_problems(root: Path) -> list[str]:
             cache[page] = heading_anchors(tokens)
         return cache[page]
 
-    problems = []
+    problems: list[str] = []
     for page, tokens in parsed.items():
         for href in link_targets(tokens):
             parts = urlsplit(href)
@@ -201,7 +203,7 @@ def command_problems(root: Path) -> list[str]:
         "palazzo": console_script_commands(management),
         "manage.py": management,
     }
-    problems = []
+    problems: list[str] = []
     for page in documentation_pages(root):
         for code in code_texts(_MARKDOWN.parse(page.read_text(encoding="utf-8"))):
             for command in commands_in(code):
@@ -231,6 +233,35 @@ def test_it_reads_links_and_commands_from_every_page() -> None:
         command.program for tokens in parsed for code in code_texts(tokens) for command in commands_in(code)
     )
     assert programs["make"] and programs["palazzo"] and programs["manage.py"]
+
+
+class _RecordingEnvironment(Mapping[str, str]):
+    """An empty environment that remembers every variable asked for."""
+
+    def __init__(self) -> None:
+        self.asked: set[str] = set()
+
+    def __getitem__(self, name: str) -> str:
+        self.asked.add(name)
+        raise KeyError(name)
+
+    def get(self, name: str, default: object = None) -> object:  # type: ignore[override]
+        self.asked.add(name)
+        return default
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+def test_it_lists_every_variable_palazzo_reads_in_the_configuration_page() -> None:
+    environment = _RecordingEnvironment()
+    read_environment(environment)
+    table = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    assert len(environment.asked) > 30
+    assert sorted(name for name in environment.asked if f"`{name}`" not in table) == []
 
 
 def test_it_slugs_headings_as_github_does() -> None:
