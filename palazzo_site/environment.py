@@ -25,7 +25,7 @@ class ConfigurationError(ValueError):
 
 @dataclass(frozen=True)
 class PalazzoEnvironment:
-    """The parsed configuration; see the README's configuration table."""
+    """The parsed configuration; every variable is in docs/configuration.md."""
 
     data_dir: Path
     qdrant_url: str | None

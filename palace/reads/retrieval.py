@@ -23,7 +23,7 @@ RANKINGS = (HYBRID, DENSE, KEYWORD)
 # Session context: the turns of one conversation answer a question together (a fact and the
 # remark that dates or explains it), so a fused hit gains this fraction of the fused score of the
 # best other candidate of its session. One weight for every palace, chosen on the LoCoMo
-# development split where 0.3 to 0.7 all helped every conversation (README, "Retrieval quality").
+# development split where 0.3 to 0.7 all helped every conversation (CHANGELOG.md, the LoCoMo rankings).
 SESSION_WEIGHT = 0.5
 # How find fuses its legs (RRF k and weights: see palace.store.query).
 FUSION = Fusion()

@@ -17,7 +17,7 @@ from palace.store.base import NEEDS_EMBEDDING, NEEDS_EMBEDDING_PENDING, MemoryFi
 
 # Reciprocal rank fusion: each leg adds weight / (RRF_K + 0-based rank). k=2 (a Qdrant server's
 # default) lets a leg's first few places count much more than its tail: on the LoCoMo development
-# split it beat k=10, 30 and 60 at both turn and session granularity (README, "Search"). The edge
+# split it beat k=10, 30 and 60 at both turn and session granularity (CHANGELOG.md, the LoCoMo rankings). The edge
 # store's default is 60, so both stores pass it explicitly. Equal weights: neither leg won on both.
 RRF_K = 2
 DENSE_WEIGHT = 1.0

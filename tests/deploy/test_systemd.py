@@ -1,4 +1,4 @@
-"""The systemd unit in deploy/: verified by systemd-analyze and hardened as the README promises."""
+"""The systemd unit in deploy/: verified by systemd-analyze and hardened as docs/operations.md promises."""
 
 from __future__ import annotations
 

@@ -321,7 +321,7 @@ def test_it_applies_the_prefetch_depth_once(limit: int, half_life: float, legs: 
         dense_query=None if legs == "keyword" else vector, keyword_query=None if legs == "dense" else "query"
     )
     asked = selectors.find_query(plan, memory_filter=MemoryFilter(), limit=limit, half_life=half_life)
-    # Each leg hands the fusion max(4 x limit, 40) candidates (README, "find"), not 4x the fused fetch.
+    # Each leg hands the fusion max(4 x limit, 40) candidates (docs/architecture.md), not 4x the fused fetch.
     assert asked.leg_depth == max(4 * limit, 40)
     if legs == "hybrid":  # session context looks at every fused candidate
         assert asked.limit == asked.leg_depth
