@@ -3,6 +3,9 @@
 Per tool: characters of the description, the input schema and the output schema (compact JSON, as
 a client receives them), and tokens estimated as characters / 4 (the estimate@v1 rule). The total is
 the whole tools/list result. Figures only; nothing is asserted.
+Then the rubric check: per tool, which of the four things an agent needs to choose and call it well its
+description covers (what it does to the palace, when to use it, the alternative tool, its limits), by the
+phrases that carry them, and which of its parameters have no description.
 Usage: python bench/tools_list_size.py [--read-only]
 """
 
@@ -11,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -70,6 +74,26 @@ def fetch_tools_list(*, read_only: bool) -> dict[str, Any]:
     raise SystemExit("runmcp closed stdout before answering tools/list")
 
 
+# Phrases that carry each part of the rubric in palazzo's descriptions (checked against the text, case-blind).
+COVERAGE = {
+    "effect": r"writes nothing|nothing (?:is )?written|no undo|permanently|replaced by|hidden|redact|kept for history"
+    r"|read-only|telemetry|counts",
+    "when": r"before|at session start|use |call |first |only with|when ",
+    "alternative": r"palace_\w+",
+    "limits": r"\d|at most|max|limit",
+}
+
+
+def coverage(tool: dict[str, Any]) -> dict[str, bool]:
+    """Which parts of the rubric a tool's description covers, and whether every parameter is described."""
+    description = (tool.get("description") or "").lower()
+    own_name = tool["name"]
+    found = {part: bool(re.search(pattern, description.replace(own_name, ""))) for part, pattern in COVERAGE.items()}
+    properties = (tool.get("inputSchema") or {}).get("properties", {})
+    found["params"] = all(schema.get("description") for schema in properties.values())
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--read-only", action="store_true", help="measure a PALAZZO_READ_ONLY=1 server")
@@ -90,6 +114,11 @@ def main() -> None:
     sums = [sum(row[i] for row in rows) for i in (1, 2, 3)]
     print(f"{'sum':<26}{sums[0]:>12}{sums[1]:>8}{sums[2]:>8}{sum(r[4] for r in rows):>8}")
     print(f"tools/list total: {len(rows)} tools, {total} characters, {total // 4} tokens")
+    print()
+    print(f"{'rubric coverage':<26}" + "".join(f"{part:>12}" for part in (*COVERAGE, "params")))
+    for tool in result["tools"]:
+        covered = coverage(tool)
+        print(f"{tool['name']:<26}" + "".join(f"{'yes' if ok else 'MISSING':>12}" for ok in covered.values()))
 
 
 if __name__ == "__main__":

@@ -188,12 +188,13 @@ class StatusResult(BaseModel):
 
 
 class DuplicateCheck(BaseModel):
-    """palace_check_duplicate: the closest current memory."""
+    """palace_check_duplicate: what palace_store would do with the text, and the closest current memory."""
 
-    is_duplicate: bool = Field(description="Closest similarity >= threshold.")
-    same_text: bool = Field(description="The closest memory has exactly this text (palace_store would return it).")
-    threshold: float
+    duplicate: bool = Field(description="palace_store would return closest and write nothing.")
     closest: Memory | None
+    redactions: dict[str, int] = Field(
+        default_factory=dict, description="Redaction rule -> matches palace_store would replace in the text."
+    )
 
 
 class SupersedeMark(BaseModel):

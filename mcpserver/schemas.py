@@ -50,6 +50,12 @@ class PalazzoEnvironment(Protocol):
     def log_level(self) -> str: ...
     @property
     def wake_up_count(self) -> int: ...
+    @property
+    def redaction_mode(self) -> str: ...
+    @property
+    def redaction_packs(self) -> tuple[str, ...]: ...
+    @property
+    def gain_tool(self) -> bool: ...
 
 
 def _object(properties: Schema, required: tuple[str, ...] = ()) -> Schema:
@@ -114,8 +120,14 @@ MEMORY_REQUIRED = tuple(field.name for field in REQUIRED_FIELDS)
 
 
 def filter_properties(env: PalazzoEnvironment) -> Schema:
-    """The filters shared by palace_find, palace_browse and palace_delete_by_filter (exact matches, ANDed)."""
-    properties = {field.name: field_schema(field, env, f"Only this {field.name}.") for field in FILTER_FIELDS}
+    """The filters shared by palace_find, palace_browse and palace_delete_by_filter (exact matches, ANDed).
+
+    The vocabularies are palace_store's alone: a filter with another value is refused with the allowed
+    ones listed, and each vocabulary repeated in five tools cost over a thousand characters a session.
+    """
+    properties = {
+        field.name: _without_enum(field_schema(field, env, f"Only this {field.name}.")) for field in FILTER_FIELDS
+    }
     properties.update(
         {
             "since": _timestamp("Timestamp at or after this."),
@@ -133,7 +145,7 @@ def store(env: PalazzoEnvironment) -> Schema:
 def store_batch(env: PalazzoEnvironment) -> Schema:
     # Item fields mean what palace_store's do; their descriptions are not repeated (they cost context).
     properties = memory_properties(env)
-    item = _object({key: _undescribed(schema) for key, schema in properties.items()}, ("text",))
+    item = _object({key: _without_enum(_undescribed(schema)) for key, schema in properties.items()}, ("text",))
     defaults = {field.name: {"type": "string"} for field in BATCH_DEFAULT_FIELDS}
     return _object(
         {
@@ -206,7 +218,7 @@ def supersede(env: PalazzoEnvironment) -> Schema:
         "supersedes": _ids("The out-of-date memories.", MAX_SUPERSEDE_IDS),
         "reason": _reason("Why, e.g. 'moved to a new host'."),
     }
-    properties.update(memory_properties(env, correction=True))
+    properties.update({key: _without_enum(schema) for key, schema in memory_properties(env, correction=True).items()})
     return _object(properties, ("supersedes", "reason"))
 
 
@@ -215,19 +227,20 @@ def delete(env: PalazzoEnvironment) -> Schema:
         {
             "ids": _ids("The memories to delete for good.", MAX_DELETE_IDS),
             "reason": _reason("Who approved it and why."),
-            "confirm": {"type": "boolean", "const": True, "description": "true: the operator approved this."},
+            # Not "const": clients that hand schemas to Gemini fail the whole request on it; the form refuses
+            # anything but true, naming the field.
+            "confirm": {"type": "boolean", "description": "Must be true: the operator approved this."},
         },
         ("ids", "reason", "confirm"),
     )
 
 
 def delete_by_filter(env: PalazzoEnvironment) -> Schema:
-    # The vocabularies are left out here: a deletion follows a dry run, whose error lists the allowed values.
-    properties = {key: _without_enum(schema) for key, schema in filter_properties(env).items()}
+    properties = filter_properties(env)
     properties.update(
         {
             "reason": _reason("Who approved it and why."),
-            "confirm": {"type": "boolean", "const": True, "description": "true (also for a dry run)."},
+            "confirm": {"type": "boolean", "description": "Must be true (also for a dry run)."},
             "dry_run": _boolean("Only count and sample the matches. Do this first."),
             "expected_count": {
                 "type": "integer",

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 WAKE_UP_URI = "palace://wake-up"
+GAIN_URI = "palace://gain"
 # The largest message a transport takes: 256 memories of 32 KB each, JSON-escaped, with room to spare.
 MAX_MESSAGE_BYTES = 40 * 1024 * 1024
 CONTEXT_KWARG = "_palazzo_mcp_context"
@@ -71,8 +72,7 @@ def instructions(env: PalazzoEnvironment) -> str:
         f"At session start read the wake-up context (prompt wake_up or resource {WAKE_UP_URI}) or call "
         "palace_status (counts and the rooms in use). Before answering from memory, palace_find; palace_browse "
         "lists a room or wing newest first; palace_recall fetches known ids; palace_check_duplicate tests a "
-        "text before storing; palace_gain "
-        f"reports token savings. {writes} Superseded memories are hidden from palace_find unless "
+        f"text before storing. {writes} Superseded memories are hidden from palace_find unless "
         "include_superseded=true. A memory in a result leaves out the fields it has no value for. "
         "Errors start with a [code], name the field and the rule, and say what to do; "
         "nothing is written when a call fails."
@@ -281,7 +281,7 @@ def _tool(spec: ToolSpec, env: PalazzoEnvironment, warmup: PalaceWarmup) -> Tool
         fn=handler,
         name=spec.name,
         title=spec.title,
-        description=spec.description,
+        description=spec.describe(env),
         parameters=schema,
         # No output_model: run_recorded has already validated the result against it, and the SDK
         # would validate the structured content a second time on every call.
@@ -364,7 +364,9 @@ def build_server(*, env: PalazzoEnvironment | None = None, warm_up_in_background
             warmup.start()
         yield {}
 
-    specs = [spec for spec in TOOLS if spec.read_only or not env.read_only]
+    specs = [
+        spec for spec in TOOLS if (spec.read_only or not env.read_only) and (spec.listed_by_default or env.gain_tool)
+    ]
     server = PalazzoServer(
         name="palazzo",
         title="palazzo memory palace",
@@ -413,6 +415,22 @@ def build_server(*, env: PalazzoEnvironment | None = None, warm_up_in_background
             description=(
                 f"JSON: palace status and the newest {env.wake_up_count} current memories; read at session start."
             ),
+            mime_type="application/json",
+        )
+    )
+
+    async def gain_resource() -> str:
+        from palace.operations.gain import gain
+
+        return json.dumps(await anyio.to_thread.run_sync(gain), separators=(",", ":"))
+
+    server.add_resource(
+        FunctionResource.from_function(
+            gain_resource,
+            uri=GAIN_URI,
+            name="gain",
+            title="Token savings",
+            description="JSON: calls and estimated tokens saved per operation (operator telemetry).",
             mime_type="application/json",
         )
     )

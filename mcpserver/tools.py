@@ -39,6 +39,7 @@ class ToolSpec:
     destructive: bool = False
     idempotent: bool = True
     batch_key: str | None = None
+    listed_by_default: bool = True  # False: only where the deployment asks for it (PALAZZO_GAIN_TOOL)
 
     def annotations(self) -> ToolAnnotations:
         # The title is the tool's own (not repeated here); destructive and idempotent mean nothing
@@ -52,12 +53,28 @@ class ToolSpec:
             open_world_hint=False,
         )
 
+    def describe(self, env: PalazzoEnvironment) -> str:
+        """The description a client shows the model, with what this deployment does to the text filled in."""
+        return self.description.format(redaction=redaction_notice(env))
+
     def items(self, arguments: dict[str, Any]) -> int:
         """How many items the call carries (for the gain estimate of batches)."""
         if self.batch_key is None:
             return 1
         value = arguments.get(self.batch_key)
         return len(value) if isinstance(value, list) else 0
+
+
+def redaction_notice(env: PalazzoEnvironment) -> str:
+    """What a write does to secrets in the text under the deployment's redaction mode (PALAZZO_REDACTION_MODE)."""
+    if env.redaction_mode == "off" or not env.redaction_packs:
+        return "Redaction is off: the text is stored exactly as sent."
+    if env.redaction_mode == "dry-run":
+        return "Secrets are only counted (redaction dry-run): redactions says which rules matched."
+    return (
+        "Secrets (tokens, keys, passwords) are replaced by [REDACTED:<rule>] before anything is written; "
+        "redactions counts them per rule."
+    )
 
 
 def _palace_function(module: str, name: str) -> Callable[..., dict[str, Any]]:
@@ -101,10 +118,11 @@ TOOLS: tuple[ToolSpec, ...] = (
         operation="store",
         title="Store a memory",
         description=(
-            "Save one memory verbatim (exact wording, never a summary), filed by wing "
-            "(area) > room (topic) > hall (kind) and category; reuse the rooms palace_status lists. A current "
-            "memory with exactly this text is returned instead (duplicate=true), nothing written. "
-            "Corrections: palace_supersede."
+            "Save one memory (text up to 32 KB) in your own exact words (never a summary), filed by wing "
+            "(area) > room (topic) > hall (kind of statement) and category (subject); reuse the rooms "
+            "palace_status lists. "
+            "{redaction} A current memory with exactly this text is returned instead (duplicate=true), "
+            "nothing written. Several memories: palace_store_batch; a correction: palace_supersede."
         ),
         input_schema=schemas.store,
         output_model=models.StoreResult,
@@ -116,9 +134,10 @@ TOOLS: tuple[ToolSpec, ...] = (
         operation="store_batch",
         title="Store many memories",
         description=(
-            "Save up to 256 memories in one call. Per item, in input "
-            "order: stored; duplicate (text already current, or an earlier item's; that memory returned); "
-            "skipped (duplicate, with skip_duplicates); failed (with the error; the rest are still stored)."
+            "Save 2-256 memories in one call (one memory: palace_store), each as palace_store would, "
+            "redaction included; an item's missing fields come from defaults. Per item, in input order: stored; "
+            "duplicate (text already current, or an earlier item's; that memory returned); skipped (duplicate, "
+            "with skip_duplicates); failed (with the error; the others are still stored)."
         ),
         input_schema=schemas.store_batch,
         output_model=models.BatchResult,
@@ -131,9 +150,10 @@ TOOLS: tuple[ToolSpec, ...] = (
         operation="find",
         title="Search memories",
         description=(
-            "Search memories by meaning and keywords, best first; use before answering from memory. Results "
-            "are whole memories. score: relevance relative to a perfect match for this query, in (0, 1]; "
-            "compare it only within one result list. No query: palace_browse."
+            "Search memories by meaning and keywords, best first (at most limit); use before answering from "
+            "memory. Filters are exact and combined; superseded memories are hidden unless include_superseded. "
+            "score: relevance relative to a perfect match for this query, in (0, 1]; compare it only within one "
+            "result list. No query: palace_browse; known ids: palace_recall."
         ),
         input_schema=schemas.find,
         output_model=models.FindResult,
@@ -145,8 +165,9 @@ TOOLS: tuple[ToolSpec, ...] = (
         operation="browse",
         title="Browse memories",
         description=(
-            "List memories newest first without a query: a room, wing, hall, category or everything. Pass "
-            "next_cursor back as cursor for the next page (null after the last)."
+            "List memories newest first without a query: a room, wing, hall, category or everything, up to 100 "
+            "a page; read-only. Pass next_cursor back as cursor for the next page (null after the last). "
+            "With a question: palace_find."
         ),
         input_schema=schemas.browse,
         output_model=models.BrowseResult,
@@ -158,9 +179,9 @@ TOOLS: tuple[ToolSpec, ...] = (
         operation="recall",
         title="Fetch memories by id",
         description=(
-            "Fetch memories by id, superseded ones included with their history: for ids you were given or that "
-            "a memory refers to (supersedes, superseded_by). palace_find and palace_browse results are already "
-            "complete. missing lists unknown ids."
+            "Fetch up to 100 memories by id, read-only, superseded ones included with their history: use it for "
+            "ids you were given or that a memory refers to (supersedes, superseded_by). palace_find and "
+            "palace_browse results are already complete. missing lists unknown ids."
         ),
         input_schema=schemas.recall,
         output_model=models.RecallResult,
@@ -172,9 +193,9 @@ TOOLS: tuple[ToolSpec, ...] = (
         operation="status",
         title="Palace status",
         description=(
-            "Overview, at session start and before choosing a room: memory counts total and current "
-            "(not superseded or expired), per wing, room (200 largest; room_count counts all), hall and category; "
-            "whether the search index is building (finds stay correct); journal writes pending or failed."
+            "Counts of current memories (not superseded or expired) per wing, room (200 largest), hall and "
+            "category: call at session start and before filing, to reuse existing rooms. Read-only; also the "
+            "index and journal state, for operators. To search: palace_find."
         ),
         input_schema=schemas.no_arguments,
         output_model=models.StatusResult,
@@ -186,11 +207,12 @@ TOOLS: tuple[ToolSpec, ...] = (
         operation="check_duplicate",
         title="Check for a duplicate",
         description=(
-            "Before storing, the current memory closest to a text. similarity: cosine of the two embeddings, "
-            "1 for the same text, 0.75-0.9 for a paraphrase or a corrected fact, under 0.5 for another subject. "
-            "is_duplicate: similarity "
-            ">= 0.95; same_text: palace_store would return it. If this text corrects it, use "
-            "palace_supersede."
+            "Before storing, what palace_store would do with this text, redaction included; writes nothing. "
+            "duplicate=true: a current memory has exactly this text and palace_store would return it. closest: "
+            "that memory, else the most similar one; its score is the cosine of the embeddings. Measured with "
+            "bge-small-en-v1.5 (bench/duplicate_bands.py): paraphrases 0.89-0.97, corrected facts 0.76-0.99, "
+            "unrelated 0.37-0.59, so a high score means the same subject, not the same fact: read closest; "
+            "a changed fact is a palace_supersede, the same fact needs no store."
         ),
         input_schema=schemas.check_duplicate,
         output_model=models.DuplicateCheck,
@@ -204,7 +226,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         description=(
             "Correct memories: one new memory replaces up to 50 old ones, kept for history (hidden from find, "
             "shown by recall). Give only what changes: omitted fields, text and timestamp too, are copied "
-            "from the first old memory. Unknown ids get ok=false; if none exist nothing is written."
+            "from the first old memory. Unknown ids get ok=false; if none exist nothing is written. A new fact "
+            "that replaces nothing: palace_store."
         ),
         input_schema=schemas.supersede,
         output_model=models.SupersedeResult,
@@ -217,9 +240,9 @@ TOOLS: tuple[ToolSpec, ...] = (
         operation="delete",
         title="Delete memories",
         description=(
-            "Permanently delete memories by id, only with the human operator's explicit approval "
-            "(confirm=true, reason naming it). For corrections use palace_supersede. Unknown ids come back "
-            "missing; repeating is harmless."
+            "Permanently delete memories by id (up to 100; no undo), only with the human operator's explicit "
+            "approval: confirm must be true and reason must name it. A correction: palace_supersede; a memory "
+            "that should lapse: ttl_days. Unknown ids come back missing; repeating is harmless."
         ),
         input_schema=schemas.delete,
         output_model=models.DeleteResult,
@@ -232,9 +255,9 @@ TOOLS: tuple[ToolSpec, ...] = (
         operation="delete_by_filter",
         title="Delete by filter",
         description=(
-            "Permanently delete what a filter matches (max 1000), only with the operator's explicit approval. "
-            "First dry_run=true: matched_count, breakdowns, sample; then expected_count=matched_count deletes "
-            "(another count deletes nothing)."
+            "Permanently delete what a filter matches (max 1000; no undo), only with the operator's explicit "
+            "approval (confirm must be true). First dry_run=true: matched_count, breakdowns, sample; then "
+            "expected_count=matched_count deletes (another count deletes nothing). Known ids: palace_delete."
         ),
         input_schema=schemas.delete_by_filter,
         output_model=models.DeleteByFilterResult,
@@ -248,13 +271,15 @@ TOOLS: tuple[ToolSpec, ...] = (
         operation="gain",
         title="Token savings",
         description=(
-            "Report agent context saved: calls and estimated tokens per operation against a hand-written "
-            "shell/curl equivalent (response bytes / 4 vs a fixed baseline), optionally since a moment."
+            "Operator telemetry: call only when a person asks what palazzo saved, never to answer from memory "
+            "(that is palace_find). Calls and estimated tokens per operation against a hand-written shell/curl "
+            "equivalent (response bytes / 4 vs a fixed baseline), optionally since a moment."
         ),
         input_schema=schemas.gain,
         output_model=models.GainResult,
         call=_reader("gain"),
         read_only=True,
+        listed_by_default=False,
     ),
 )
 

@@ -57,6 +57,7 @@ class PalazzoEnvironment:
     halls: tuple[str, ...] = field(default=DEFAULT_HALLS)
     allow_insecure: bool = False
     index_after: int = 12000
+    gain_tool: bool = False  # palace_gain in tools/list (off: it is operator telemetry; the resource keeps it)
     redaction_mode: str = "enforce"
     redaction_packs: tuple[str, ...] = ("secrets",)
     audit_query_plain: bool = False
@@ -233,6 +234,7 @@ def read_environment(environ: Mapping[str, str] | None = None) -> PalazzoEnviron
         halls=halls,
         allow_insecure=get("PALAZZO_ALLOW_INSECURE", _boolean, False),
         index_after=get("PALAZZO_INDEX_AFTER", _count, 12000),
+        gain_tool=get("PALAZZO_GAIN_TOOL", _boolean, False),
         redaction_mode=get("PALAZZO_REDACTION_MODE", _choice(("enforce", "dry-run", "off")), "enforce"),
         redaction_packs=get("PALAZZO_REDACTION_PACKS", _redaction_packs, ("secrets",)),
         audit_query_plain=get("PALAZZO_AUDIT_QUERY_PLAIN", _boolean, False),

@@ -7,10 +7,11 @@ import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from palace.engine.duplicates import existing_duplicates
 from palace.engine.points import embed_deferred
 from palace.engine.runtime import Palace, get_palace
 from palace.errors import InvalidInput
-from palace.governance import audit, scope
+from palace.governance import audit, redaction, scope
 from palace.reads import retrieval
 from palace.schema.forms import BrowseForm, CheckDuplicateForm, FindForm, RecallForm, browse_cursor
 from palace.schema.memories import public_memory
@@ -18,7 +19,6 @@ from palace.schema.timefmt import parse_rfc3339, utc_now
 from palace.store.base import MemoryFilter, StoredPoint
 from palace.store.query import SearchQuery, prefetch_depth
 
-DUPLICATE_THRESHOLD = 0.95
 _NO_TIME = datetime.min.replace(tzinfo=UTC)
 RECENCY_FETCH_FACTOR = 4
 RECENCY_FETCH_CAP = 80
@@ -262,29 +262,36 @@ def _expired(payload: dict[str, Any], now: datetime) -> bool:
 
 
 def check_duplicate(*, text: Any, actor: str = "", wings: scope.Wings = None) -> dict[str, Any]:
-    """The closest current memory and whether its cosine similarity is at or above 0.95."""
+    """What palace_store would do with a text: the current memory it would return, else the closest one.
+
+    The text is redacted first, as a store redacts it, so the answer is the store's own: duplicate is
+    true exactly when a current memory (in the caller's wings) holds the redacted text.
+    """
     fields = CheckDuplicateForm({"text": text}).parsed()
+    stored_text, redactions = redaction.current().scan(fields["text"])
     palace = get_palace()
-    vector = palace.embedder.documents([fields["text"]])[0][0]
-    embed_deferred(palace)  # a memory stored a moment ago is compared by meaning too
-    hits = palace.store.search(
-        SearchQuery(
-            dense_query=vector,
-            memory_filter=MemoryFilter(include_superseded=False, current_at=utc_now(), expired=False, wings=wings),
-            limit=1,
+    same = existing_duplicates(palace, [stored_text], wings).get(stored_text)
+    if same is not None:
+        closest: dict[str, Any] | None = same
+        result_ids = [same["id"]]
+    else:
+        vector = palace.embedder.documents([stored_text])[0][0]
+        embed_deferred(palace)  # a memory stored a moment ago is compared by meaning too
+        hits = palace.store.search(
+            SearchQuery(
+                dense_query=vector,
+                memory_filter=MemoryFilter(include_superseded=False, current_at=utc_now(), expired=False, wings=wings),
+                limit=1,
+            )
         )
-    )
-    score = retrieval.as_cosine(hits[0].score or 0.0) if hits else None
-    closest = public_memory(hits[0].id, hits[0].payload, score=score) if hits else None
-    audit.record_read(
-        operation="check_duplicate", actor=actor, query=fields["text"], result_ids=[hit.id for hit in hits]
-    )
-    return {
-        "is_duplicate": bool(score is not None and score >= DUPLICATE_THRESHOLD),
-        "same_text": bool(closest and closest["text"] == fields["text"]),
-        "threshold": DUPLICATE_THRESHOLD,
-        "closest": closest,
-    }
+        closest = (
+            public_memory(hits[0].id, hits[0].payload, score=retrieval.as_cosine(hits[0].score or 0.0))
+            if hits
+            else None
+        )
+        result_ids = [hit.id for hit in hits]
+    audit.record_read(operation="check_duplicate", actor=actor, query=stored_text, result_ids=result_ids)
+    return {"duplicate": same is not None, "closest": closest, "redactions": dict(redactions)}
 
 
 def recent(

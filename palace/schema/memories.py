@@ -112,7 +112,7 @@ _FIELDS = (
     MemoryField(
         "category",
         Kind.VOCABULARY,
-        hint="Kind of knowledge.",
+        hint="Subject: what it is about, whatever the wing.",
         group=Group.FILING,
         required=True,
         batch_default=True,
@@ -122,7 +122,7 @@ _FIELDS = (
     MemoryField(
         "wing",
         Kind.VOCABULARY,
-        hint="Top-level area.",
+        hint="Top-level area of work or life; the broadest filing.",
         group=Group.FILING,
         required=True,
         batch_default=True,
@@ -142,7 +142,7 @@ _FIELDS = (
     MemoryField(
         "hall",
         Kind.VOCABULARY,
-        hint="Kind of memory.",
+        hint="Kind of statement, e.g. a fact, a decision or a preference.",
         group=Group.FILING,
         required=True,
         batch_default=True,
@@ -210,14 +210,14 @@ _FIELDS = (
         Kind.TIMESTAMP,
         # Terse, and ttl_days' bounds are the form's to enforce and explain: every character of a hint
         # is in each session's context, three times over (store, batch, supersede).
-        hint="Expiry.",
+        hint="When it expires; a future moment.",
         description="When it expires (RFC3339 UTC); null = never.",
         group=Group.EXPIRY,
     ),
     MemoryField(
         "ttl_days",
         Kind.DAYS,
-        hint="Or days to expiry.",
+        hint="Or days to expiry: > 0, at most 36500.",
         description="Days until it expires (instead of expires_at).",
         group=Group.EXPIRY,
         stored=False,  # turned into expires_at

@@ -20,6 +20,7 @@ from palace.engine import journal
 # The journal applier and point building live in their own modules (palace.engine.runtime replays the journal
 # when it opens the palace, and find embeds deferred memories: neither may import the write API).
 from palace.engine.applier import journal_and_apply as _journal_and_apply
+from palace.engine.duplicates import existing_duplicates, fresh_texts
 from palace.engine.journal import preview
 from palace.engine.locks import write_lock as _write_lock
 from palace.engine.points import defer_embedding as _defer_embedding
@@ -45,7 +46,6 @@ from palace.schema.forms import (
 from palace.schema.memories import BATCH_DEFAULT_KEYS, FILTER_KEYS, public_memory
 from palace.schema.timefmt import format_rfc3339, utc_now
 from palace.store.base import MemoryFilter
-from palace.writes.duplicates import existing_duplicates, fresh_texts
 from palace.writes.expiry import expire
 from palace.writes.rebuild import rebuild
 from palace.writes.records import memory_record, redact

@@ -37,6 +37,8 @@ def server_env(data_dir: Path, **extra: str) -> dict[str, str]:
         DJANGO_SETTINGS_MODULE="palazzo_site.settings",
         PALAZZO_DATA_DIR=str(data_dir),
         PALAZZO_LOG_LEVEL="warning",
+        # The tests read usage through palace_gain; that it is off by default is tested by name.
+        PALAZZO_GAIN_TOOL="1",
         PYTHONUNBUFFERED="1",
     )
     env.update(extra)

@@ -113,8 +113,8 @@ def test_it_stores_finds_recalls_counts_and_checks_a_memory(palazzo: Palazzo) ->
     assert status["total"] >= 1
     assert status["search_index"]["building"] is False  # builds start at PALAZZO_INDEX_AFTER writes
     check = palazzo.ok("palace_check_duplicate", {"text": text})
-    assert check["is_duplicate"] is True and check["same_text"] is True
-    assert check["closest"]["id"] == stored["id"]
+    assert check["duplicate"] is True and check["redactions"] == {}
+    assert check["closest"]["id"] == stored["id"] and check["closest"]["score"] == 1.0
 
 
 def test_it_leaves_a_memorys_unset_fields_out_of_every_result_and_keeps_the_set_ones(palazzo: Palazzo) -> None:

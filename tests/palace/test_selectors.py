@@ -152,10 +152,11 @@ def test_it_accepts_100_recall_ids(sample: dict[str, int]) -> None:
 
 def test_it_checks_for_duplicates(sample: dict[str, int]) -> None:
     same = selectors.check_duplicate(text="Alice prefers tea over coffee in the morning")
-    assert same["is_duplicate"] is True and same["closest"]["id"] == sample["tea"]
+    assert same["duplicate"] is True and same["closest"]["id"] == sample["tea"]
     assert same["closest"]["score"] == pytest.approx(1.0, abs=1e-3) and same["closest"]["score"] <= 1.0
     other = selectors.check_duplicate(text="Kubernetes upgrade broke the ingress controller")
-    assert other["is_duplicate"] is False and other["closest"] is not None
+    assert other["duplicate"] is False and other["closest"] is not None
+    assert 0.0 < other["closest"]["score"] < 1.0
 
 
 def test_it_reports_status_and_taxonomy(sample: dict[str, int]) -> None:

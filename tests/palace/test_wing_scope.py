@@ -61,7 +61,7 @@ def test_it_reads_only_inside_the_wings(palace_of_wings: dict[str, int]) -> None
 
     assert {hit["wing"] for hit in found} == set(SCOPE)
     assert recalled["missing"] == [personal]  # another wing's memory looks like no memory at all
-    assert closest["closest"]["id"] != personal and not closest["same_text"]
+    assert closest["closest"]["id"] != personal and not closest["duplicate"]
     assert {item["wing"] for item in recent} == set(SCOPE)
     assert (status["total"], status["wings"]) == (2, {"projects": 1, "infrastructure": 1})
     assert set(taxonomy["wings"]) == set(SCOPE)

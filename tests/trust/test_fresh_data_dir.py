@@ -40,7 +40,7 @@ def test_it_serves_store_find_status_and_gain_over_stdio_on_a_never_migrated_dat
 
     assert [hit["id"] for hit in found["results"]] == [stored["id"]]
     assert status["total"] == 1 and status["journal"] == {"pending": 0, "failed": 0, "latest_failed": []}
-    assert gain is not None and duplicate["same_text"] is True
+    assert gain is not None and duplicate["duplicate"] is True
     # The declared name cannot pass for the stamp of a token called laptop.
     assert stored["added_by"] == "client:token:laptop"
 

@@ -1,4 +1,7 @@
-"""The duplicate rule: a current memory with exactly the same text is the memory a store returns."""
+"""The duplicate rule, shared by writes (store) and reads (check_duplicate).
+
+A current memory with exactly the same text is the memory a store returns.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +9,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from palace.engine.runtime import Palace
-from palace.governance import scope
 from palace.schema.memories import public_memory, text_hash
 from palace.schema.timefmt import utc_now
 from palace.store.base import MemoryFilter
 
 
-def existing_duplicates(palace: Palace, texts: Sequence[str], wings: scope.Wings = None) -> dict[str, dict[str, Any]]:
+def existing_duplicates(
+    palace: Palace, texts: Sequence[str], wings: tuple[str, ...] | None = None
+) -> dict[str, dict[str, Any]]:
     """Current memories whose text equals one of texts, by hash.
 
     The rule is cosine >= 0.95 AND the same text; equal texts embed to equal vectors under
@@ -33,7 +37,7 @@ def existing_duplicates(palace: Palace, texts: Sequence[str], wings: scope.Wings
     return found
 
 
-def fresh_texts(palace: Palace, cleaned: list[dict[str, Any] | None], wings: scope.Wings) -> list[str]:
+def fresh_texts(palace: Palace, cleaned: list[dict[str, Any] | None], wings: tuple[str, ...] | None) -> list[str]:
     """Distinct valid texts that no current memory (in the caller's wings) holds yet, in input order."""
     texts = list(dict.fromkeys(fields["text"] for fields in cleaned if fields is not None))
     existing = existing_duplicates(palace, texts, wings)
