@@ -46,8 +46,9 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy .
 
+# Two workers (pytest-xdist): every test builds its own data dir, database and ports; the ten slowest are printed.
 unit: setup
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --durations=10
 
 # The journal (services), token and audit (triggers) tests again on PostgreSQL (started by `make services`).
 unit-postgres: setup

@@ -93,10 +93,7 @@ def transcript_from_json(harness: str, data: Any) -> tuple[Transcript, Transcrip
     transcript = Transcript(
         harness=harness,
         path=Path(path),
-        version=None,
         exchanges=[_exchange(item, number) for number, item in enumerate(exchanges)],
-        skipped={},
-        subagents=[],
         worth_keeping=True,  # the client's quality gate decided
         session_id=session_id,
         parent_session_id=parent_session_id,
@@ -109,13 +106,8 @@ def transcript_from_json(harness: str, data: Any) -> tuple[Transcript, Transcrip
             harness=harness,
             path=Path(parent_path),
             session_id=parent_session_id,
-            parent_session_id=None,
-            agent_id=None,
             cwd=parent_cwd,
-            version=None,
             exchanges=[],
-            skipped={},
-            subagents=[],
             worth_keeping=True,
         )
     return transcript, parent

@@ -19,6 +19,7 @@ from palace.feeding.transcripts.model import WAKE_UP_OPEN, Transcript
 from palace.feeding.transcripts.text import (
     IMAGE_PLACEHOLDER,
     Turn,
+    blocks_text,
     bounded_lines,
     clean_optional,
     clean_tag,
@@ -28,7 +29,7 @@ from palace.feeding.transcripts.text import (
     guarded,
     owner_of,
     parse_timestamp,
-    read_lines,
+    read_records,
     strip_harness_markup,
     strip_wake_up,
     without_bare_commands,
@@ -271,28 +272,10 @@ def _user_content(content: Any, skipped: Counter[str]) -> tuple[list[str], list[
         elif kind == "document":
             texts.append("[document]")
         elif kind == "tool_result":
-            text, wake_ups = strip_wake_up(_result_text(block.get("content")))
+            text, wake_ups = strip_wake_up(blocks_text(block.get("content"), separator="\n"))
             skipped["wake_up"] += wake_ups
             results.append((clean_tag(block.get("tool_use_id")), text, block.get("is_error") is True))
     return texts, results
-
-
-def _result_text(content: Any) -> str:
-    """A tool result's content as text: strings kept, images as a placeholder, other blocks dropped."""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return ""
-    parts: list[str] = []
-    for block in content:
-        if isinstance(block, str):
-            parts.append(block)
-        elif isinstance(block, dict):
-            if block.get("type") == "text" and isinstance(block.get("text"), str):
-                parts.append(block["text"])
-            elif block.get("type") == "image":
-                parts.append(IMAGE_PLACEHOLDER)
-    return "\n".join(parts)
 
 
 def _is_api_error(record: dict[str, Any], message: dict[str, Any]) -> bool:
@@ -324,11 +307,7 @@ def _parse_file(path: Path, *, parent_session_id: str | None, with_subagents: bo
     sidechains: dict[str, _Conversation] = {}
     group_of: dict[str, str] = {}
     agent_file = parent_session_id is not None or path.name.startswith("agent-")
-    for number, record in read_lines(path, skipped):
-        stats["lines"] += 1
-        if not isinstance(record, dict):
-            skipped["not_an_object"] += 1
-            continue
+    for number, record in read_records(path, skipped, stats):
         if record.get("isSidechain") is True and not agent_file:
             guarded(
                 skipped, path, number, partial(_feed_sidechain, number, record, sidechains, group_of, skipped, stats)
@@ -358,7 +337,6 @@ def _parse_file(path: Path, *, parent_session_id: str | None, with_subagents: bo
             version=main.version,
             exchanges=exchanges,
             skipped=counts(skipped),
-            subagents=[],
             worth_keeping=_worth_keeping_subagent(exchanges),
             stats=dict(stats),
         )
@@ -366,8 +344,6 @@ def _parse_file(path: Path, *, parent_session_id: str | None, with_subagents: bo
         harness=HARNESS,
         path=path,
         session_id=session_id,
-        parent_session_id=None,
-        agent_id=None,
         cwd=main.cwd,
         version=main.version,
         exchanges=exchanges,
@@ -420,7 +396,6 @@ def _transcript(
         version=conversation.version,
         exchanges=exchanges,
         skipped=counts(conversation.skipped),
-        subagents=[],
         worth_keeping=_worth_keeping_subagent(exchanges),
         stats=dict(conversation.stats),
     )

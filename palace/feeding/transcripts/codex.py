@@ -27,7 +27,7 @@ from palace.feeding.transcripts.text import (
     guarded,
     owner_of,
     parse_timestamp,
-    read_lines,
+    read_records,
     strip_wake_up,
     without_bare_commands,
     worth_keeping,
@@ -246,9 +246,9 @@ def _output_text(output: Any) -> str:
     return ""
 
 
-def _has_prompt_events(records: list[tuple[int, Any]]) -> bool:
+def _has_prompt_events(records: list[tuple[int, dict[str, Any]]]) -> bool:
     for _, record in records:
-        if isinstance(record, dict) and record.get("type") == "event_msg":
+        if record.get("type") == "event_msg":
             payload = record.get("payload")
             if isinstance(payload, dict) and payload.get("type") == "user_message":
                 return True
@@ -257,15 +257,13 @@ def _has_prompt_events(records: list[tuple[int, Any]]) -> bool:
 
 def parse(path: Path) -> Transcript:
     """A Codex rollout: one exchange per user prompt, the reply from the model-side items."""
-    pre_skipped: Counter[str] = Counter()
-    records = list(read_lines(path, pre_skipped))
+    skipped: Counter[str] = Counter()
+    stats: Counter[str] = Counter()
+    records = list(read_records(path, skipped, stats))
     rollout = _Rollout(prompts_from_events=_has_prompt_events(records))
-    rollout.skipped.update(pre_skipped)
+    rollout.skipped.update(skipped)
+    rollout.stats.update(stats)
     for number, record in records:
-        rollout.stats["lines"] += 1
-        if not isinstance(record, dict):
-            rollout.skipped["not_an_object"] += 1
-            continue
         guarded(rollout.skipped, path, number, partial(rollout.feed, number, record))
     turns = without_bare_commands(rollout.turns, rollout.skipped)
     exchanges = finish_turns(turns, file_mtime(path))
@@ -280,7 +278,6 @@ def parse(path: Path) -> Transcript:
         version=rollout.version,
         exchanges=exchanges,
         skipped=counts(rollout.skipped),
-        subagents=[],
         worth_keeping=worth_keeping(exchanges),
         stats=dict(rollout.stats),
     )

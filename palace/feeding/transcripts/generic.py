@@ -17,7 +17,7 @@ from palace.feeding.transcripts.text import (
     finish_turns,
     guarded,
     parse_timestamp,
-    read_lines,
+    read_records,
     strip_wake_up,
     worth_keeping,
 )
@@ -66,24 +66,16 @@ def parse(path: Path) -> Transcript:
     """A generic JSONL transcript: user lines start exchanges, assistant lines are their replies."""
     lines = _Lines()
     stats: Counter[str] = Counter()
-    for number, record in read_lines(path, lines.skipped):
-        stats["lines"] += 1
-        if not isinstance(record, dict):
-            lines.skipped["not_an_object"] += 1
-            continue
+    for number, record in read_records(path, lines.skipped, stats):
         guarded(lines.skipped, path, number, partial(lines.feed, number, record))
     exchanges = finish_turns(lines.turns, file_mtime(path))
     return Transcript(
         harness=HARNESS,
         path=path,
         session_id=lines.session_id or clean_tag(path.stem),
-        parent_session_id=None,
-        agent_id=None,
         cwd=lines.cwd,
-        version=None,
         exchanges=exchanges,
         skipped=counts(lines.skipped),
-        subagents=[],
         worth_keeping=worth_keeping(exchanges),
         stats=dict(stats),
     )

@@ -30,20 +30,21 @@ class Exchange:
     complete: bool
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Transcript:
     """One harness session (or one subagent run) as exchanges worth remembering."""
 
     harness: str
     path: Path
     session_id: str | None
-    parent_session_id: str | None
-    agent_id: str | None
     cwd: str | None
-    version: str | None
     exchanges: list[Exchange]
-    skipped: dict[str, int]
-    subagents: list[Transcript]
     worth_keeping: bool
+    skipped: dict[str, int] = field(default_factory=dict)
+    # A subagent run names the session that started it and its own id; a main session names neither.
+    parent_session_id: str | None = None
+    agent_id: str | None = None
+    version: str | None = None
+    subagents: list[Transcript] = field(default_factory=list)
     # Counters that are not exclusions (lines read, assistant lines merged into messages, format version).
     stats: dict[str, int] = field(default_factory=dict)

@@ -16,6 +16,7 @@ from palace.feeding.transcripts.model import Transcript
 from palace.feeding.transcripts.text import (
     IMAGE_PLACEHOLDER,
     Turn,
+    blocks_text,
     clean_optional,
     clean_tag,
     counts,
@@ -24,7 +25,7 @@ from palace.feeding.transcripts.text import (
     guarded,
     owner_of,
     parse_timestamp,
-    read_lines,
+    read_records,
     strip_wake_up,
     without_bare_commands,
     worth_keeping,
@@ -58,7 +59,7 @@ class _Session:
         elif kind in ("compaction", "branch_summary"):
             self.skipped["compaction"] += 1
         elif kind == "custom_message":
-            _, wake_ups = strip_wake_up(_text_of(entry.get("content"), self.skipped))
+            _, wake_ups = strip_wake_up(blocks_text(entry.get("content"), separator="\n\n", skipped=self.skipped))
             self.skipped["wake_up" if wake_ups else "custom_message"] += 1
         elif kind in _METADATA_TYPES:
             self.skipped["metadata"] += 1
@@ -86,7 +87,7 @@ class _Session:
             if turn is None:
                 self.skipped["orphan_tool_result"] += 1
                 return
-            text, wake_ups = strip_wake_up(_text_of(message.get("content"), self.skipped))
+            text, wake_ups = strip_wake_up(blocks_text(message.get("content"), separator="\n\n", skipped=self.skipped))
             self.skipped["wake_up"] += wake_ups
             name = message.get("toolName")
             call_id = clean_tag(message.get("toolCallId"))
@@ -112,7 +113,7 @@ class _Session:
             self.skipped["custom_message"] += 1
 
     def _prompt(self, number: int, entry: dict[str, Any], message: dict[str, Any]) -> None:
-        text, wake_ups = strip_wake_up(_text_of(message.get("content"), self.skipped))
+        text, wake_ups = strip_wake_up(blocks_text(message.get("content"), separator="\n\n", skipped=self.skipped))
         self.skipped["wake_up"] += wake_ups
         prompt = text.strip()
         if not prompt:
@@ -170,33 +171,10 @@ def _prompt_key(entry: dict[str, Any], message: dict[str, Any], number: int) -> 
     return clean_tag(entry.get("id")) or f"line-{number}"
 
 
-def _text_of(content: Any, skipped: Counter[str]) -> str:
-    """A pi content value (a string or text/image blocks) as text, images as a placeholder."""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return ""
-    parts: list[str] = []
-    for block in content:
-        if isinstance(block, str):
-            parts.append(block)
-        elif isinstance(block, dict):
-            if block.get("type") == "text" and isinstance(block.get("text"), str):
-                parts.append(block["text"])
-            elif block.get("type") == "image":
-                skipped["image"] += 1
-                parts.append(IMAGE_PLACEHOLDER)
-    return "\n\n".join(parts)
-
-
 def parse(path: Path) -> Transcript:
     """A pi session: user messages start exchanges; assistant, tool and !cmd messages form the reply."""
     session = _Session()
-    for number, entry in read_lines(path, session.skipped):
-        session.stats["lines"] += 1
-        if not isinstance(entry, dict):
-            session.skipped["not_an_object"] += 1
-            continue
+    for number, entry in read_records(path, session.skipped, session.stats):
         guarded(session.skipped, path, number, partial(session.feed, number, entry))
     turns = without_bare_commands(session.turns, session.skipped)
     exchanges = finish_turns(turns, file_mtime(path))
@@ -205,13 +183,9 @@ def parse(path: Path) -> Transcript:
         harness=HARNESS,
         path=path,
         session_id=session.session_id or clean_tag(path.stem.rpartition("_")[2] or path.stem),
-        parent_session_id=None,
-        agent_id=None,
         cwd=session.cwd,
-        version=None,
         exchanges=exchanges,
         skipped=counts(session.skipped),
-        subagents=[],
         worth_keeping=worth_keeping(exchanges),
         stats=dict(session.stats),
     )

@@ -321,6 +321,36 @@ def read_lines(path: Path, skipped: Counter[str]) -> Iterator[tuple[int, Any]]:
             yield number, value
 
 
+def read_records(path: Path, skipped: Counter[str], stats: Counter[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for every JSON object line; every line counts in stats, other values in skipped."""
+    for number, value in read_lines(path, skipped):
+        stats["lines"] += 1
+        if isinstance(value, dict):
+            yield number, value
+        else:
+            skipped["not_an_object"] += 1
+
+
+def blocks_text(content: Any, *, separator: str, skipped: Counter[str] | None = None) -> str:
+    """A message content (a string or text/image blocks) as text; images as a placeholder, other blocks dropped."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    parts: list[str] = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, dict):
+            if block.get("type") == "text" and isinstance(block.get("text"), str):
+                parts.append(block["text"])
+            elif block.get("type") == "image":
+                if skipped is not None:
+                    skipped["image"] += 1
+                parts.append(IMAGE_PLACEHOLDER)
+    return separator.join(parts)
+
+
 def guarded(skipped: Counter[str], path: Path, number: int, action: Callable[[], None]) -> None:
     """Run one line's handling; a parser bug on one hostile line costs that line, not the transcript."""
     try:
