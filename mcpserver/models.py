@@ -78,14 +78,6 @@ else:
     Memory = memory_model()
 
 
-class BrowseResult(BaseModel):
-    """palace_browse: one page, newest first, and the cursor of the next (null at the end)."""
-
-    memories: list[Memory]
-    count: int
-    next_cursor: str | None
-
-
 class StoreResult(Memory):
     """palace_store: the stored memory, or the existing one with the same text."""
 
@@ -120,19 +112,45 @@ class BatchResult(BaseModel):
     redactions: dict[str, int] = _redactions()
 
 
+class Span(BaseModel):
+    """Where a passage sits in its memory's text: characters [start, end)."""
+
+    start: int
+    end: int
+
+
+class Passaged(Memory):
+    """A memory whose text may be cut to passages."""
+
+    length: int | None = Field(None, description="Characters in the whole memory.")
+    passages: list[Span] | None = Field(
+        None, description="Present when text holds only these ranges of the memory, joined by […] lines."
+    )
+
+
 class FindResult(BaseModel):
     """palace_find: best matches first."""
 
-    results: list[Memory]
+    results: list[Passaged]
     count: int
     degraded: bool = Field(default=False, description="True when the embedder was unavailable: keyword (BM25) only.")
     degraded_reason: str | None = Field(default=None, description="Why the results are keyword-only, when degraded.")
+    cut: str | None = Field(default=None, description="What max_chars left out, and how to read it.")
+
+
+class BrowseResult(BaseModel):
+    """palace_browse: one page, newest first, and the cursor of the next (null at the end)."""
+
+    memories: list[Passaged]
+    count: int
+    next_cursor: str | None
+    cut: str | None = Field(default=None, description="What max_chars shortened or moved to the next page.")
 
 
 class RecallResult(BaseModel):
     """palace_recall: the memories found (superseded ones included) and the ids that do not exist."""
 
-    memories: list[Memory]
+    memories: list[Passaged]
     missing: list[int]
 
 

@@ -10,14 +10,20 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from palace.schema.forms import (
+    DEFAULT_BROWSE_MAX_CHARS,
+    DEFAULT_FIND_LIMIT,
+    DEFAULT_MAX_CHARS,
     MAX_BATCH_ITEMS,
     MAX_BROWSE_LIMIT,
     MAX_DELETE_IDS,
     MAX_FILTER_DELETE,
     MAX_FIND_LIMIT,
+    MAX_MAX_CHARS,
     MAX_RECALL_IDS,
     MAX_SUPERSEDE_IDS,
     MAX_TEXT_BYTES,
+    MAX_TEXT_OFFSET,
+    MIN_MAX_CHARS,
 )
 from palace.schema.memories import (
     BATCH_DEFAULT_FIELDS,
@@ -174,7 +180,20 @@ def _undescribed(schema: Schema) -> Schema:
 def find(env: PalazzoEnvironment) -> Schema:
     properties: Schema = {
         "query": _text("What to look for, in natural language."),
-        "limit": {"type": "integer", "minimum": 1, "maximum": MAX_FIND_LIMIT, "default": 5, "description": "Results."},
+        "limit": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_FIND_LIMIT,
+            "default": DEFAULT_FIND_LIMIT,
+            "description": "Results at most.",
+        },
+        "max_chars": {
+            "type": "integer",
+            "minimum": MIN_MAX_CHARS,
+            "maximum": MAX_MAX_CHARS,
+            "default": DEFAULT_MAX_CHARS,
+            "description": "Budget of the whole answer in characters; raise it to read more per call.",
+        },
     }
     properties.update(filter_properties(env))
     properties["recency_half_life_days"] = {
@@ -196,13 +215,28 @@ def browse(env: PalazzoEnvironment) -> Schema:
             "description": "Page size.",
         },
         "cursor": {"type": "string", "description": "The previous page's next_cursor."},
+        "max_chars": {
+            "type": "integer",
+            "minimum": MIN_MAX_CHARS,
+            "maximum": MAX_MAX_CHARS,
+            "default": DEFAULT_BROWSE_MAX_CHARS,
+            "description": "Budget of the whole answer in characters.",
+        },
     }
     properties.update(filter_properties(env))
     return _object(properties)
 
 
 def recall(env: PalazzoEnvironment) -> Schema:
-    return _object({"ids": _ids("Memory ids.", MAX_RECALL_IDS)}, ("ids",))
+    offset = {"type": "integer", "minimum": 0, "maximum": MAX_TEXT_OFFSET}
+    return _object(
+        {
+            "ids": _ids("Memory ids.", MAX_RECALL_IDS),
+            "start": offset | {"description": "With one id: the text from this character (a passage's start)."},
+            "end": offset | {"description": "With one id: the text up to this character, excluded (default: the end)."},
+        },
+        ("ids",),
+    )
 
 
 def no_arguments(env: PalazzoEnvironment) -> Schema:

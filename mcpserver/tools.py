@@ -151,9 +151,11 @@ TOOLS: tuple[ToolSpec, ...] = (
         title="Search memories",
         description=(
             "Search memories by meaning and keywords, best first (at most limit); use before answering from "
-            "memory. Filters are exact and combined; superseded memories are hidden unless include_superseded. "
-            "score: relevance relative to a perfect match for this query, in (0, 1]; compare it only within one "
-            "result list. No query: palace_browse; known ids: palace_recall."
+            "memory. A long memory comes back as the passages that match (text holds them joined by […] lines, "
+            "passages their [start, end) and length the whole size); the answer stays within max_chars and cut "
+            "says what was left out. Read on with palace_recall (id, start, end). Filters are exact and combined; "
+            "superseded memories are hidden unless include_superseded. score: relevance relative to a perfect "
+            "match for this query, in (0, 1]; compare it only within one result list. No query: palace_browse."
         ),
         input_schema=schemas.find,
         output_model=models.FindResult,
@@ -166,8 +168,9 @@ TOOLS: tuple[ToolSpec, ...] = (
         title="Browse memories",
         description=(
             "List memories newest first without a query: a room, wing, hall, category or everything, up to 100 "
-            "a page; read-only. Pass next_cursor back as cursor for the next page (null after the last). "
-            "With a question: palace_find."
+            "a page; read-only. Within max_chars every memory's opening comes first, long ones cut to passages "
+            "as in palace_find (palace_recall with start and end reads on). Pass next_cursor back as cursor for "
+            "the next page (null after the last). With a question: palace_find."
         ),
         input_schema=schemas.browse,
         output_model=models.BrowseResult,
@@ -180,8 +183,9 @@ TOOLS: tuple[ToolSpec, ...] = (
         title="Fetch memories by id",
         description=(
             "Fetch up to 100 memories by id, read-only, superseded ones included with their history: use it for "
-            "ids you were given or that a memory refers to (supersedes, superseded_by). palace_find and "
-            "palace_browse results are already complete. missing lists unknown ids."
+            "ids you were given or that a memory refers to (supersedes, superseded_by), or to read more of a "
+            "memory palace_find cut to passages: one id with start and end gives exactly that range of its text "
+            "(e.g. a passage's start - 2000 to its end + 2000). missing lists unknown ids."
         ),
         input_schema=schemas.recall,
         output_model=models.RecallResult,

@@ -31,41 +31,52 @@ SMALL_PASS = 8
 
 def chunk_text(text: str) -> list[str]:
     """Split a long text into windows of whole lines (an over-long line into word windows); short texts stay whole."""
+    return [text[start:end] for start, end in chunk_spans(text)]
+
+
+def chunk_spans(text: str) -> list[tuple[int, int]]:
+    """Where chunk_text's windows sit in the text: [start, end) character offsets, in order."""
     if len(text) <= CHUNK_CHARS:
-        return [text]
-    chunks: list[str] = []
-    window: list[str] = []
-    size = 0
+        return [(0, len(text))]
+    spans: list[tuple[int, int]] = []
+    window: tuple[int, int] | None = None
+    position = 0
     for line in text.split("\n"):
-        if window and size + 1 + len(line) > CHUNK_CHARS:
-            chunks.append("\n".join(window))
-            window, size = [], 0
+        start, end = position, position + len(line)
+        position = end + 1
+        if window and (window[1] - window[0]) + 1 + len(line) > CHUNK_CHARS:
+            spans.append(window)
+            window = None
         if len(line) > CHUNK_CHARS:
-            chunks.extend(word_windows(line))
+            spans.extend((start + a, start + b) for a, b in word_window_spans(line))
             continue
-        size += len(line) + (1 if window else 0)
-        window.append(line)
+        window = (window[0], end) if window else (start, end)
     if window:
-        chunks.append("\n".join(window))
-    return [chunk for chunk in chunks if chunk.strip()] or [text[:CHUNK_CHARS]]
+        spans.append(window)
+    return [(a, b) for a, b in spans if text[a:b].strip()] or [(0, CHUNK_CHARS)]
 
 
 def word_windows(line: str) -> list[str]:
     """Split one long line into overlapping windows cut at spaces."""
-    chunks: list[str] = []
+    return [line[start:end] for start, end in word_window_spans(line)]
+
+
+def word_window_spans(line: str) -> list[tuple[int, int]]:
+    """Where word_windows' windows sit in the line: [start, end) offsets."""
+    spans: list[tuple[int, int]] = []
     start = 0
     while start < len(line):
         end = min(start + CHUNK_CHARS, len(line))
         if end < len(line):
             cut = line.rfind(" ", start + CHUNK_CHARS // 2, end)
             end = cut if cut > start else end
-        chunks.append(line[start:end])
+        spans.append((start, end))
         if end >= len(line):
             break
         next_start = max(end - CHUNK_OVERLAP, start + 1)
         space = line.find(" ", next_start, end)
         start = space + 1 if space != -1 else next_start
-    return chunks
+    return spans
 
 
 class PalaceEmbedder:

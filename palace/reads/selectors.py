@@ -8,11 +8,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from palace.engine.duplicates import existing_duplicates
+from palace.engine.embedding import chunk_spans
 from palace.engine.points import embed_deferred
 from palace.engine.runtime import Palace, get_palace
 from palace.errors import InvalidInput
 from palace.governance import audit, redaction, scope
-from palace.reads import retrieval
+from palace.reads import passages, retrieval
 from palace.schema.forms import BrowseForm, CheckDuplicateForm, FindForm, RecallForm, browse_cursor
 from palace.schema.memories import public_memory
 from palace.schema.timefmt import parse_rfc3339, utc_now
@@ -63,14 +64,20 @@ def find(
     until: Any = None,
     recency_half_life_days: Any = None,
     include_superseded: Any = None,
+    max_chars: Any = None,
     ranking: str = HYBRID,
+    whole: bool = False,
     actor: str = "",
     wings: scope.Wings = None,
 ) -> dict[str, Any]:
-    """Hybrid (dense + BM25) search with filters, optional true half-life recency and superseded hiding."""
+    """Hybrid (dense + BM25) search with filters, recency and superseded hiding; passages within max_chars.
+
+    whole=True answers whole memories without a budget (ranking benchmarks, exports).
+    """
     raw = {
         "query": query,
         "limit": limit,
+        "max_chars": max_chars,
         "wing": wing,
         "category": category,
         "room": room,
@@ -116,21 +123,58 @@ def find(
     # The search returns more hits than asked for (session context and recency rank among them):
     # only the page is shaped for the answer.
     results = [public_memory(hit.id, hit.payload, score=score) for score, hit in scored[:limit_value]]
-    answer: dict[str, Any] = {
-        "results": results,
+    envelope: dict[str, Any] = {
         "count": len(results),
         "degraded": plan.degraded_reason is not None,
         "degraded_reason": plan.degraded_reason,
     }
+    if whole:
+        answer = envelope | {"results": results}
+    else:
+        answer = passages.fit(
+            query=fields["query"],
+            hits=_passage_hits(palace, plan, results),
+            envelope=envelope,
+            max_chars=fields["max_chars"],
+        )
     audit.record_read(
         operation="find",
         actor=actor,
         query=fields["query"],
-        filters=_audited_filters(fields),
+        filters=_audited_filters(fields) | _passages_read(answer["results"]),
         result_ids=[memory["id"] for memory in answer["results"]],
         degraded=answer["degraded"],
     )
     return answer
+
+
+def _passage_hits(palace: Palace, plan: retrieval.SearchPlan, results: list[dict[str, Any]]) -> list[passages.Hit]:
+    """The page's memories with the query cosine of each of their dense chunks, where they have them."""
+    query = plan.dense_query
+    # Short memories need no cutting, but they compete with long ones' passages for the budget, on one scale.
+    cut = any(len(memory.get("text") or "") > passages.WHOLE_CHARS for memory in results)
+    vectors = palace.store.chunk_vectors([memory["id"] for memory in results]) if query is not None and cut else {}
+    hits = []
+    for rank, memory in enumerate(results):
+        chunks: tuple[tuple[int, int, float], ...] = ()
+        matrix = vectors.get(memory["id"])
+        if matrix is not None and query is not None:
+            spans = chunk_spans(memory.get("text") or "")
+            if len(spans) == len(matrix):  # chunked as this version chunks (else words and rank alone)
+                cosines = matrix @ query
+                chunks = tuple((start, end, float(cosine)) for (start, end), cosine in zip(spans, cosines))
+        hits.append(passages.Hit(rank=rank, memory=memory, chunks=chunks))
+    return hits
+
+
+def _passages_read(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """For the audit: which [start, end) ranges of each shortened memory the answer held."""
+    read = {
+        str(memory["id"]): [[span["start"], span["end"]] for span in memory["passages"]]
+        for memory in results
+        if memory.get("passages")
+    }
+    return {"passages": read} if read else {}
 
 
 def _stamp(point: StoredPoint) -> datetime:
@@ -163,6 +207,7 @@ def browse(
     since: Any = None,
     until: Any = None,
     include_superseded: Any = None,
+    max_chars: Any = None,
     actor: str = "",
     wings: scope.Wings = None,
 ) -> dict[str, Any]:
@@ -177,6 +222,7 @@ def browse(
         "since": since,
         "until": until,
         "include_superseded": include_superseded,
+        "max_chars": max_chars,
     }
     fields = BrowseForm({key: value for key, value in raw.items() if value is not None}).parsed()
     palace = get_palace()
@@ -214,16 +260,26 @@ def browse(
                 newer = [point for point in older if _stamp(point) > boundary]
                 older = newer + _same_second(palace, memory_filter, boundary)
         page += older[:need]
-    memories = [public_memory(point.id, point.payload) for point in page]
-    audit.record_read(
-        operation="browse", actor=actor, filters=_audited_filters(fields), result_ids=[m["id"] for m in memories]
+    listed = passages.fit(
+        query=None,
+        hits=[
+            passages.Hit(rank=rank, memory=public_memory(point.id, point.payload)) for rank, point in enumerate(page)
+        ],
+        envelope={"next_cursor": None},
+        max_chars=fields["max_chars"],
+        key="memories",
     )
-    last = page[-1] if page else None
-    return {
-        "memories": memories,
-        "count": len(memories),
-        "next_cursor": browse_cursor(_stamp(last), last.id) if more and last is not None else None,
-    }
+    memories = listed.pop("memories")
+    audit.record_read(
+        operation="browse",
+        actor=actor,
+        filters=_audited_filters(fields) | _passages_read(memories),
+        result_ids=[m["id"] for m in memories],
+    )
+    more = more or len(memories) < len(page)  # the budget moved the page's tail to the next page
+    last = page[len(memories) - 1] if memories else None
+    listed["next_cursor"] = browse_cursor(_stamp(last), last.id) if more and last is not None else None
+    return {"memories": memories} | listed
 
 
 def _audited_filters(fields: dict[str, Any]) -> dict[str, Any]:
@@ -236,22 +292,52 @@ def _audited_filters(fields: dict[str, Any]) -> dict[str, Any]:
     return filters
 
 
-def recall(*, ids: Any, actor: str = "", operation: str = "recall", wings: scope.Wings = None) -> dict[str, Any]:
-    """Memories by id (superseded ones included, with their temporal fields); unknown ids listed as missing."""
-    fields = RecallForm({"ids": ids}).parsed()
+def recall(
+    *,
+    ids: Any,
+    start: Any = None,
+    end: Any = None,
+    actor: str = "",
+    operation: str = "recall",
+    wings: scope.Wings = None,
+) -> dict[str, Any]:
+    """Memories by id (superseded ones included, with their temporal fields); unknown ids listed as missing.
+
+    With start and/or end (one id only), the memory's text is exactly its [start, end) range, in characters.
+    """
+    raw = {"ids": ids, "start": start, "end": end}
+    fields = RecallForm({key: value for key, value in raw.items() if value is not None}).parsed()
     palace = get_palace()
     points = scope.retrieve(palace.store, fields["ids"], wings)
     found = {point.id for point in points}
-    audit.record_read(
-        operation=operation, actor=actor, filters={"ids": fields["ids"]}, result_ids=[point.id for point in points]
-    )
+    memories = []
     now = utc_now()
-    return {
-        "memories": [
-            public_memory(point.id, point.payload) | {"expired": _expired(point.payload, now)} for point in points
-        ],
-        "missing": [memory_id for memory_id in fields["ids"] if memory_id not in found],
-    }
+    for point in points:
+        memory = public_memory(point.id, point.payload) | {"expired": _expired(point.payload, now)}
+        if fields["ranged"]:
+            memory |= _range_of(memory["text"] or "", fields["start"], fields["end"])
+        memories.append(memory)
+    filters: dict[str, Any] = {"ids": fields["ids"]}
+    if fields["ranged"] and memories:
+        filters["passages"] = {
+            str(memory["id"]): [[span["start"], span["end"]] for span in memory["passages"]] for memory in memories
+        }
+    audit.record_read(operation=operation, actor=actor, filters=filters, result_ids=[point.id for point in points])
+    return {"memories": memories, "missing": [memory_id for memory_id in fields["ids"] if memory_id not in found]}
+
+
+def _range_of(text: str, start: int | None, end: int | None) -> dict[str, Any]:
+    """The memory's text cut to [start, end) (end defaults to its length), with the range and the length."""
+    length = len(text)
+    first = start or 0
+    last = length if end is None else end
+    if first > length:
+        raise InvalidInput.single("start", f"must be at most the memory's length ({length})")
+    if last > length:
+        raise InvalidInput.single("end", f"must be at most the memory's length ({length})")
+    if last <= first:
+        raise InvalidInput.single("end", f"must be greater than start ({first})")
+    return {"text": text[first:last], "length": length, "passages": [{"start": first, "end": last}]}
 
 
 def _expired(payload: dict[str, Any], now: datetime) -> bool:

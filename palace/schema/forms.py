@@ -36,6 +36,17 @@ MAX_BATCH_ITEMS = 256
 MAX_RECALL_IDS = 100
 MAX_DELETE_IDS = 100
 MAX_FIND_LIMIT = 20
+# A find answers passages in rank order within a budget (palace.reads.passages), so its page can be
+# longer than when it answered whole memories.
+DEFAULT_FIND_LIMIT = 10
+# The budget of a find's answer, in characters of its JSON text: about 1,500 tokens by default.
+DEFAULT_MAX_CHARS = 6000
+MIN_MAX_CHARS = 2000
+# A listing shows each memory's opening first: a page of 20 fed exchanges in about 2,000 tokens.
+DEFAULT_BROWSE_MAX_CHARS = 8000
+MAX_MAX_CHARS = 100_000
+# Offsets into a memory's text (characters); far above any text a memory may hold.
+MAX_TEXT_OFFSET = 10_000_000
 MAX_BROWSE_LIMIT = 100
 MAX_FILTER_DELETE = 1000
 MAX_HALF_LIFE_DAYS = 1_000_000
@@ -424,8 +435,9 @@ class FindForm(FilterFields):
     """A search."""
 
     query = TextField()
-    limit = StrictIntegerField(minimum=1, maximum=MAX_FIND_LIMIT, default=5)
+    limit = StrictIntegerField(minimum=1, maximum=MAX_FIND_LIMIT, default=DEFAULT_FIND_LIMIT)
     recency_half_life_days = HalfLifeField(required=False)
+    max_chars = StrictIntegerField(minimum=MIN_MAX_CHARS, maximum=MAX_MAX_CHARS, default=DEFAULT_MAX_CHARS)
 
 
 class BrowseCursor(forms.Field):
@@ -457,6 +469,7 @@ class BrowseForm(FilterFields):
 
     limit = StrictIntegerField(minimum=1, maximum=MAX_BROWSE_LIMIT, default=20)
     cursor = BrowseCursor(required=False)
+    max_chars = StrictIntegerField(minimum=MIN_MAX_CHARS, maximum=MAX_MAX_CHARS, default=DEFAULT_BROWSE_MAX_CHARS)
 
 
 class CheckDuplicateForm(PalaceForm):
@@ -466,9 +479,19 @@ class CheckDuplicateForm(PalaceForm):
 
 
 class RecallForm(PalaceForm):
-    """Ids to fetch."""
+    """Ids to fetch, and optionally a [start, end) range of one memory's text (characters)."""
 
     ids = IdListField(maximum=MAX_RECALL_IDS)
+    start = StrictIntegerField(minimum=0, maximum=MAX_TEXT_OFFSET, required=False)
+    end = StrictIntegerField(minimum=1, maximum=MAX_TEXT_OFFSET, required=False)
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        ranged = cleaned.get("start") is not None or cleaned.get("end") is not None
+        if ranged and len(cleaned.get("ids") or []) > 1:
+            self.add_error("ids", "must hold exactly one id when start or end is given")
+        cleaned["ranged"] = ranged
+        return cleaned
 
 
 class SupersedeForm(ExpiryForm):

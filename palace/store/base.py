@@ -145,6 +145,10 @@ class VectorStore(Protocol):
         """Fetch points by id, payload only."""
         ...
 
+    def chunk_vectors(self, ids: Sequence[int]) -> dict[int, npt.NDArray[np.float32]]:
+        """The dense chunk vectors (chunks x dim) of points by id; a point without them is left out."""
+        ...
+
     def search(self, query: SearchQuery) -> list[StoredPoint]:
         """Rank by dense, keyword, or both fused inside the store, as the query describes."""
         ...
@@ -176,3 +180,10 @@ class VectorStore(Protocol):
     def close(self) -> None:
         """Release the store."""
         ...
+
+
+def as_chunk_matrix(vector: Any) -> npt.NDArray[np.float32] | None:
+    """A stored dense multivector (a list of chunk vectors) as a matrix; None for anything else."""
+    if not isinstance(vector, list) or not vector or not isinstance(vector[0], list):
+        return None
+    return np.asarray(vector, dtype=np.float32)

@@ -21,6 +21,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import qdrant_edge as qe
 
 from palace.errors import ReadOnlyPalace, StoreLocked, StoreUnavailable
@@ -33,6 +35,7 @@ from palace.store.base import (
     MemoryFilter,
     PointWrite,
     StoredPoint,
+    as_chunk_matrix,
 )
 from palace.store.generations import ShardGenerations
 from palace.store.indexer import BackgroundIndexing
@@ -298,6 +301,20 @@ class EdgeStore(BackgroundIndexing):
             records = self.shard.retrieve(list(ids), with_payload=True, with_vector=False)
         by_id = {int(record.id): record for record in records}
         return [StoredPoint(id=i, payload=dict(by_id[i].payload or {})) for i in ids if i in by_id]
+
+    def chunk_vectors(self, ids: Sequence[int]) -> dict[int, npt.NDArray[np.float32]]:
+        """The dense chunk vectors of points by id (a point stored without them is left out)."""
+        if not ids:
+            return {}
+        with self._shard_lock:
+            records = self.shard.retrieve(list(ids), with_payload=False, with_vector=[DENSE])
+        found = {}
+        for record in records:
+            vector = record.vector.get(DENSE) if isinstance(record.vector, dict) else None
+            matrix = as_chunk_matrix(vector)
+            if matrix is not None:
+                found[int(record.id)] = matrix
+        return found
 
     def search(self, query: neutral.SearchQuery) -> list[StoredPoint]:
         """Run a search: one leg alone, or both fused by RRF inside the shard."""

@@ -9,6 +9,8 @@ from typing import Any, TypeVar
 
 import grpc
 import httpx
+import numpy as np
+import numpy.typing as npt
 from qdrant_client import QdrantClient, models
 from qdrant_client.common.client_exceptions import QdrantException, ResourceExhaustedResponse
 from qdrant_client.http.exceptions import ApiException, ResponseHandlingException, UnexpectedResponse
@@ -24,6 +26,7 @@ from palace.store.base import (
     MemoryFilter,
     PointWrite,
     StoredPoint,
+    as_chunk_matrix,
 )
 from palace.store.keywords import document_vectors, search_legs
 
@@ -253,6 +256,22 @@ class ServerStore:
         )
         by_id = {int(record.id): record for record in records}
         return [StoredPoint(id=i, payload=dict(by_id[i].payload or {})) for i in ids if i in by_id]
+
+    def chunk_vectors(self, ids: Sequence[int]) -> dict[int, npt.NDArray[np.float32]]:
+        """The dense chunk vectors of points by id (a point stored without them is left out)."""
+        if not ids:
+            return {}
+        records = self._call(
+            "retrieve",
+            lambda: self._client.retrieve(self._collection, ids=list(ids), with_payload=False, with_vectors=[DENSE]),
+        )
+        found = {}
+        for record in records:
+            vector = record.vector.get(DENSE) if isinstance(record.vector, dict) else None
+            matrix = as_chunk_matrix(vector)
+            if matrix is not None:
+                found[int(record.id)] = matrix
+        return found
 
     def search(self, query: neutral.SearchQuery) -> list[StoredPoint]:
         """Run a search: one leg alone, or both fused by RRF inside Qdrant."""

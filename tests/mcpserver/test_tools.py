@@ -68,7 +68,11 @@ def test_it_lists_the_eleven_tools_with_schemas_and_annotations(palazzo: Palazzo
     assert store["properties"]["text"]["maxLength"] == 32 * 1024
     assert "added_by" not in store["properties"]
     limit = tools["palace_find"].input_schema["properties"]["limit"]
-    assert (limit["minimum"], limit["maximum"], limit["default"]) == (1, 20, 5)
+    assert (limit["minimum"], limit["maximum"], limit["default"]) == (1, 20, 10)
+    budget = tools["palace_find"].input_schema["properties"]["max_chars"]
+    assert (budget["minimum"], budget["maximum"], budget["default"]) == (2000, 100_000, 6000)
+    recall = tools["palace_recall"].input_schema["properties"]
+    assert recall["start"]["minimum"] == 0 and recall["end"]["minimum"] == 0
     items = tools["palace_store_batch"].input_schema["properties"]["items"]
     assert (items["minItems"], items["maxItems"]) == (1, 256)
     assert tools["palace_recall"].input_schema["properties"]["ids"]["maxItems"] == 100
@@ -88,7 +92,7 @@ def test_it_keeps_tools_list_within_4000_tokens_with_output_schemas_of_one_subsc
         assert tool.output_schema is not None and set(tool.output_schema) == {"type", "required"}, tool.name
         jsonschema.Draft202012Validator.check_schema(tool.output_schema)
     find = next(tool for tool in listed.tools if tool.name == "palace_find").output_schema
-    assert find is not None and find["required"] == ["results", "count", "degraded", "degraded_reason"]
+    assert find is not None and find["required"] == ["results", "count", "degraded", "degraded_reason", "cut"]
     answer = palazzo.call("palace_find", {"query": "anything at all", "limit": 3})
     assert not answer.is_error and answer.structured_content is not None
     jsonschema.validate(answer.structured_content, find)  # every key a result carries is named
@@ -158,7 +162,7 @@ def test_it_filters_find_by_since_and_until(palazzo: Palazzo) -> None:
     text = unique("Backups are verified every night at 02:00")
     stored = palazzo.ok("palace_store", memory(text))
     future = palazzo.ok("palace_find", {"query": text, "since": "2100-01-01T00:00:00Z"})
-    assert future == {"results": [], "count": 0, "degraded": False, "degraded_reason": None}
+    assert future == {"results": [], "count": 0, "degraded": False, "degraded_reason": None, "cut": None}
     window = palazzo.ok(
         "palace_find", {"query": text, "since": "2020-01-01T00:00:00Z", "until": "2100-01-01T00:00:00Z"}
     )

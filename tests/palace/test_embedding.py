@@ -5,8 +5,11 @@ from __future__ import annotations
 import itertools
 import threading
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from embeddings.heap import release_freed_memory
-from palace.engine.embedding import CHUNK_CHARS, chunk_text
+from palace.engine.embedding import CHUNK_CHARS, chunk_spans, chunk_text
 from palace.engine.runtime import Palace
 
 
@@ -83,3 +86,11 @@ def test_it_returns_freed_heap_pages_to_the_system() -> None:
     assert release_freed_memory()
     assert held - _resident_heap_mib() > 40
     assert pin
+
+
+@given(st.text(alphabet=st.sampled_from("ab c\n ."), max_size=6000))
+@settings(max_examples=200, deadline=None)
+def test_it_places_every_chunk_where_it_stands_in_the_text(text: str) -> None:
+    spans = chunk_spans(text)
+    assert [text[start:end] for start, end in spans] == chunk_text(text)
+    assert all(0 <= start <= end <= max(len(text), CHUNK_CHARS) for start, end in spans)

@@ -151,7 +151,9 @@ class FakeQdrant:
             return local.upsert(name, points=points.points).model_dump(mode="json")
         if route == ("POST", "/points"):
             request = models.PointRequest.model_validate(body)
-            records = local.retrieve(name, ids=request.ids, with_payload=request.with_payload, with_vectors=False)
+            records = local.retrieve(
+                name, ids=request.ids, with_payload=request.with_payload, with_vectors=request.with_vector or False
+            )
             return [record.model_dump(mode="json") for record in records]
         if route == ("POST", "/points/scroll"):
             scroll = models.ScrollRequest.model_validate(body)

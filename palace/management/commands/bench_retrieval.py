@@ -4,6 +4,12 @@ Ingests corpus_<granularity>.jsonl into a throwaway palace (its own data dir and
 the configured palace is never touched), runs every query of queries_<granularity>.jsonl through
 palace.reads.selectors.find restricted to its conversation (room), and prints R@k, Hit@k and MRR overall
 and per category, beside the chance level of a random ranking of the same conversation.
+
+--answer (session granularity) measures what an agent reads instead: each query goes through find with
+an agent's default arguments (query and room only), and the share of its evidence turns
+(queries_turn.jsonl's gold ids, their text from corpus_turn.jsonl) that stand verbatim in the answer's
+JSON text is printed overall and per category, with the answer's size, beside the same for whole
+memories at the old default (limit 5, no budget) in the same run.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +32,8 @@ from django.db import connections
 
 from palace.engine import runtime
 from palace.errors import PalaceError
-from palace.reads import selectors
-from palace.schema.forms import MAX_FIND_LIMIT
+from palace.reads import passages, selectors
+from palace.schema.forms import DEFAULT_FIND_LIMIT, DEFAULT_MAX_CHARS, MAX_FIND_LIMIT
 from palace.writes import services
 
 MODES = {"hybrid": "hybrid", "dense": "dense", "bm25": "keyword"}
@@ -81,6 +88,12 @@ class Command(BaseCommand):
         parser.add_argument("--k", type=int, nargs="+", default=[5, 10], help=f"cut-offs, 1..{MAX_FIND_LIMIT}")
         parser.add_argument("--out", type=Path, help='write {"qid", "ranked_ids"} JSON lines here')
         parser.add_argument("--mode", choices=tuple(MODES), default="hybrid", help="ranking to measure")
+        parser.add_argument(
+            "--answer", action="store_true", help="measure the evidence in find's default answer (session granularity)"
+        )
+        parser.add_argument(
+            "--budgets", type=int, nargs="*", default=[], help="with --answer: also measure find with these max_chars"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         ks: list[int] = sorted(set(options["k"]))
@@ -88,8 +101,17 @@ class Command(BaseCommand):
             raise CommandError(f"--k values must be between 1 and {MAX_FIND_LIMIT} (find's limit)")
         data: Path = options["data"]
         granularity: str = options["granularity"]
+        if options["answer"] and granularity != "session":
+            raise CommandError("--answer measures passages of whole sessions: use --granularity session")
         corpus = read_jsonl(data / f"corpus_{granularity}.jsonl")
         queries = read_jsonl(data / f"queries_{granularity}.jsonl")
+        if options["answer"]:
+            turns = {record["id"]: record["text"] for record in read_jsonl(data / "corpus_turn.jsonl")}
+            evidence = {
+                query["qid"]: [turns[turn] for turn in query.get("gold_ids") or [] if turn in turns]
+                for query in read_jsonl(data / "queries_turn.jsonl")
+            }
+            options["evidence"] = evidence
         with tempfile.TemporaryDirectory(prefix="palazzo-bench-retrieval-") as scratch:
             original = settings.PALAZZO
             original_db = dict(connections["default"].settings_dict)
@@ -166,6 +188,9 @@ class Command(BaseCommand):
                 "conversation with that text, and a record merged into another conversation's memory cannot be found"
             )
 
+        if options["answer"]:
+            self._answers(queries, options["evidence"], ingest_seconds, len(corpus), options)
+            return
         depth = MAX_FIND_LIMIT
         sums: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
         counts: dict[str, int] = defaultdict(int)
@@ -178,7 +203,9 @@ class Command(BaseCommand):
                 if not gold:
                     skipped += 1
                     continue
-                found = selectors.find(query=query["query"], limit=depth, room=query["conversation"], ranking=ranking)
+                found = selectors.find(
+                    query=query["query"], limit=depth, room=query["conversation"], ranking=ranking, whole=True
+                )
                 ranked = [
                     {
                         cid
@@ -206,6 +233,62 @@ class Command(BaseCommand):
                 out.close()
         query_seconds = time.perf_counter() - started
         self._report(sums, counts, ks, options, ingest_seconds, query_seconds, skipped, len(corpus))
+
+    def _answers(
+        self,
+        queries: list[dict[str, Any]],
+        evidence: dict[str, list[str]],
+        ingest_seconds: float,
+        corpus_size: int,
+        options: dict[str, Any],
+    ) -> None:
+        # Before: whole memories at the old default (limit 5, no budget); after: an agent's default find.
+        readers = {
+            "whole@5": lambda query: selectors.find(
+                query=query["query"], room=query["conversation"], limit=5, whole=True
+            ),
+            "default": lambda query: selectors.find(query=query["query"], room=query["conversation"]),
+        }
+        for budget in options["budgets"]:
+            readers[f"{budget} ch"] = partial(self._find_within, max_chars=budget)
+        found: dict[str, dict[str, int]] = {name: defaultdict(int) for name in readers}
+        sizes: dict[str, list[int]] = {name: [] for name in readers}
+        totals: dict[str, int] = defaultdict(int)
+        started = time.perf_counter()
+        for query in queries:
+            turns = evidence.get(query["qid"]) or []
+            if not turns:
+                continue
+            group = f"{query.get('category', '?')} {query.get('category_name', '')}".strip()
+            for key in ("all", group):
+                totals[key] += len(turns)
+            for name, read in readers.items():
+                text = json.dumps(passages.compact_answer(read(query)), ensure_ascii=False)
+                sizes[name].append(len(text))
+                held = sum(1 for turn in turns if json.dumps(turn, ensure_ascii=False)[1:-1] in text)
+                for key in ("all", group):
+                    found[name][key] += held
+        query_seconds = time.perf_counter() - started
+        self.stdout.write(
+            f"bench_retrieval {options['data']} answer mode model={runtime.get_embedder().model_name}: "
+            f"{corpus_size} sessions, {len(sizes['default'])} queries with evidence; the share of evidence turns "
+            "verbatim in the answer's JSON text"
+        )
+        self.stdout.write(f"{'group':<16}{'turns':>6}" + "".join(f"{name:>10}" for name in readers))
+        for key in ["all", *sorted(key for key in totals if key != "all")]:
+            shares = "".join(f"{found[name][key] / totals[key]:>10.3f}" for name in readers)
+            self.stdout.write(f"{key:<16}{totals[key]:>6}{shares}")
+        for label, pick in (("mean chars", _mean), ("p95 chars", _p95)):
+            self.stdout.write(f"{label:<22}" + "".join(f"{pick(sizes[name]):>10.0f}" for name in readers))
+        self.stdout.write(
+            f"whole@5: whole memories, limit 5 (find's answer before passages); default: query and room only "
+            f"(limit {DEFAULT_FIND_LIMIT}, max_chars {DEFAULT_MAX_CHARS}). Ingest {ingest_seconds:.1f} s, "
+            f"queries {query_seconds:.1f} s"
+        )
+
+    @staticmethod
+    def _find_within(query: dict[str, Any], *, max_chars: int) -> dict[str, Any]:
+        return selectors.find(query=query["query"], room=query["conversation"], max_chars=max_chars)
 
     def _report(
         self,
@@ -239,3 +322,12 @@ class Command(BaseCommand):
             f"MRR is over the first {MAX_FIND_LIMIT} results (find's limit). Ingest {ingest_seconds:.1f} s, "
             f"queries {query_seconds:.1f} s ({1000 * query_seconds / max(answered, 1):.1f} ms per find)"
         )
+
+
+def _mean(values: list[int]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def _p95(values: list[int]) -> float:
+    ordered = sorted(values)
+    return float(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]) if ordered else 0.0

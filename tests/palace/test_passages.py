@@ -1,0 +1,255 @@
+"""Passages: what a find hands back of a long memory, within the answer's budget, and recall of a range."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
+
+from palace.engine.embedding import chunk_spans
+from palace.engine.points import embed_deferred
+from palace.engine.runtime import Palace
+from palace.errors import InvalidInput
+from palace.models import AuditRecord
+from palace.reads import passages, selectors
+from palace.reads.passages import ELISION, MAX_UNIT_CHARS, WHOLE_CHARS, Hit, fit, units_of
+from palace.schema.forms import DEFAULT_MAX_CHARS, MAX_MAX_CHARS, MIN_MAX_CHARS
+from palace.writes import services
+from tests.mcpserver.conftest import connect, stdio_parameters
+from tests.palace.helpers import memory
+
+LOCOMO = Path(__file__).resolve().parents[2].parent / "shared" / "bench" / "locomo-dev" / "corpus_session.jsonl"
+
+# A conversation as LoCoMo stores one session: one turn per line.
+TURNS = [
+    'Caroline said, "I went to a LGBTQ support group yesterday and it was so powerful."',
+    'Melanie said, "Wow, that is cool! What happened that was so awesome?"',
+    'Caroline said, "The transgender stories were so inspiring, I was so thankful for the support."',
+    'Melanie said, "I finally painted that sunrise over the lake last weekend, it took me ages."',
+    'Caroline said, "Gonna continue my education and check out counseling jobs."',
+    'Melanie said, "The kids and I went camping in the mountains, we saw a huge waterfall."',
+    'Caroline said, "My grandmother gave me a necklace from Sweden when I was a child."',
+]
+# Longer than the default budget, so a find must cut it.
+CONVERSATION = [f"{turn} (day {day})" for day in range(1, 13) for turn in TURNS]
+
+
+def _segments(result: dict[str, Any]) -> list[str]:
+    return result["text"].split(ELISION)
+
+
+def test_it_cuts_units_at_lines_and_never_inside_one() -> None:
+    text = "\n".join(CONVERSATION)
+    spans = units_of(text)
+    assert [text[start:end] for start, end in spans] == CONVERSATION
+
+
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=3000))
+def test_it_never_splits_a_line_shorter_than_a_unit_nor_a_character(text: str) -> None:
+    spans = units_of(text)
+    position = 0
+    lines = []
+    for line in text.split("\n"):
+        lines.append((position, position + len(line)))
+        position += len(line) + 1
+    for start, end in spans:
+        piece = text[start:end]
+        assert "\n" not in piece and piece.strip() and len(piece) <= MAX_UNIT_CHARS
+        piece.encode("utf-8")  # whole characters: a slice of a str never cuts one
+        line_start, line_end = next((a, b) for a, b in lines if a <= start and end <= b)
+        if line_end - line_start <= MAX_UNIT_CHARS:
+            assert (start, end) == (line_start, line_end), "a line that fits a unit is one unit"
+    assert spans == sorted(spans) and all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
+
+
+MEMORY_TEXT = st.text(alphabet=st.sampled_from('ab cd\n."é😀\\'), min_size=1, max_size=4000)
+
+
+@given(
+    query=st.text(max_size=200),
+    texts=st.lists(MEMORY_TEXT, max_size=20),
+    max_chars=st.integers(min_value=MIN_MAX_CHARS, max_value=20_000),
+)
+@hypothesis_settings(max_examples=150, deadline=None)
+def test_it_holds_the_budget_for_any_query_and_any_memories(query: str, texts: list[str], max_chars: int) -> None:
+    hits = [Hit(rank=rank, memory={"id": rank + 1, "text": text, "room": "r"}) for rank, text in enumerate(texts)]
+    answer = fit(query=query, hits=hits, envelope={"count": len(hits), "degraded": False}, max_chars=max_chars)
+    assert passages.answer_chars(answer) <= max_chars
+    for result in answer["results"]:
+        text = texts[result["id"] - 1]
+        assert result["length"] == len(text)
+        if "passages" not in result:
+            assert result["text"] == text, "a memory without passages comes back whole"
+            continue
+        spans = [(span["start"], span["end"]) for span in result["passages"]]
+        assert [text[start:end] for start, end in spans] == _segments(result)
+    ranks = [result["id"] for result in answer["results"]]
+    assert ranks == sorted(ranks), "results keep their rank order"
+    if answer["count"] < len(hits) or any("passages" in result for result in answer["results"]):
+        assert "palace_recall" in answer["cut"]
+
+
+@pytest.fixture
+def conversation(palace: Palace) -> dict[str, int]:
+    long_text = "\n".join(CONVERSATION)
+    items = [
+        memory(long_text, room="friends", session="s1"),
+        memory("Melanie keeps bees on the roof of the school.", room="friends", session="s2"),
+    ]
+    stored = services.store_batch(items=items)["items"]
+    return {"long": stored[0]["memory"]["id"], "short": stored[1]["memory"]["id"], "length": len(long_text)}
+
+
+def test_it_answers_a_long_memory_with_its_matching_passages(conversation: dict[str, int]) -> None:
+    answer = selectors.find(query="When did Melanie paint the sunrise over the lake?", room="friends")
+    long = next(result for result in answer["results"] if result["id"] == conversation["long"])
+    assert long["length"] == conversation["length"]
+    assert "painted that sunrise over the lake" in long["text"]
+    assert len(long["text"]) < conversation["length"]
+    whole = "\n".join(CONVERSATION)
+    for span, segment in zip(long["passages"], _segments(long)):
+        assert whole[span["start"] : span["end"]] == segment, "every passage names its exact position"
+    assert passages.answer_chars(answer) <= DEFAULT_MAX_CHARS
+    assert long["score"] > 0 and "cut" in answer
+
+
+def test_it_returns_a_short_memory_whole(conversation: dict[str, int]) -> None:
+    answer = selectors.find(query="bees on the roof", room="friends")
+    short = next(result for result in answer["results"] if result["id"] == conversation["short"])
+    assert short["text"] == "Melanie keeps bees on the roof of the school."
+    assert "passages" not in short and short["length"] == len(short["text"]) <= WHOLE_CHARS
+
+
+def test_it_answers_whole_memories_within_a_larger_budget(conversation: dict[str, int]) -> None:
+    answer = selectors.find(query="sunrise", room="friends", max_chars=MAX_MAX_CHARS)
+    assert len("\n".join(CONVERSATION)) > DEFAULT_MAX_CHARS
+    assert {result["text"] for result in answer["results"]} >= {"\n".join(CONVERSATION)}
+    assert answer["cut"] is None
+
+
+@pytest.mark.parametrize(
+    ("arguments", "field"),
+    [({"max_chars": MIN_MAX_CHARS - 1}, "max_chars"), ({"max_chars": "6000"}, "max_chars")],
+)
+def test_it_refuses_a_budget_out_of_bounds(conversation: dict[str, int], arguments: dict[str, Any], field: str) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        selectors.find(query="sunrise", **arguments)
+    assert field in caught.value.errors
+
+
+def test_it_recalls_exactly_a_range(conversation: dict[str, int]) -> None:
+    whole = "\n".join(CONVERSATION)
+    found = selectors.recall(ids=[conversation["long"]], start=100, end=250)["memories"][0]
+    assert found["text"] == whole[100:250]
+    assert found["passages"] == [{"start": 100, "end": 250}] and found["length"] == len(whole)
+    tail = selectors.recall(ids=[conversation["long"]], start=len(whole) - 10)["memories"][0]
+    assert tail["text"] == whole[-10:]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "field"),
+    [
+        ({"start": 10, "end": 5}, "end"),
+        ({"end": 10**6}, "end"),
+        ({"start": 10**6}, "start"),
+        ({"start": -1}, "start"),
+        ({"start": "1"}, "start"),
+        ({"extra": True}, "ids"),
+    ],
+)
+def test_it_refuses_a_bad_range_naming_the_field(
+    conversation: dict[str, int], arguments: dict[str, Any], field: str
+) -> None:
+    ids = [conversation["long"], conversation["short"]] if "extra" in arguments else [conversation["long"]]
+    arguments = {key: value for key, value in arguments.items() if key != "extra"} or {"start": 0}
+    with pytest.raises(InvalidInput) as caught:
+        selectors.recall(ids=ids, **arguments)
+    assert field in caught.value.errors
+
+
+def test_it_hides_superseded_and_out_of_scope_memories_from_passages(conversation: dict[str, int]) -> None:
+    services.supersede(supersedes=[conversation["long"]], reason="moved", text="The sunrise painting was sold.")
+    answer = selectors.find(query="sunrise over the lake", room="friends")
+    assert conversation["long"] not in [result["id"] for result in answer["results"]]
+    scoped = selectors.find(query="sunrise over the lake", wings=("personal",))
+    assert scoped["results"] == []
+
+
+def test_it_audits_the_passages_it_read(conversation: dict[str, int]) -> None:
+    answer = selectors.find(query="sunrise over the lake", room="friends", actor="auditor")
+    selectors.recall(ids=[conversation["long"]], start=0, end=40, actor="auditor")
+    rows = list(AuditRecord.objects.filter(actor="auditor").order_by("id"))
+    long = next(result for result in answer["results"] if result["id"] == conversation["long"])
+    assert rows[0].filters["passages"] == {
+        str(conversation["long"]): [[span["start"], span["end"]] for span in long["passages"]]
+    }
+    assert rows[1].filters["passages"] == {str(conversation["long"]): [[0, 40]]}
+
+
+@pytest.mark.skipif(not LOCOMO.is_file(), reason="needs ../shared/bench/locomo-dev")
+def test_it_keeps_palace_find_within_the_budget_over_mcp(tmp_path: Path) -> None:
+    sessions = [json.loads(line) for line in LOCOMO.read_text(encoding="utf-8").splitlines()[:8]]
+    with connect(stdio_parameters(tmp_path), "stdio") as client:
+        client.ok(
+            "palace_store_batch",
+            {"items": [memory(session["text"], room="locomo", session=session["id"]) for session in sessions]},
+        )
+        for query, budget in (("What did Caroline research?", None), ("Melanie painting kids camping", 3000)):
+            arguments: dict[str, Any] = {"query": query} | ({"max_chars": budget} if budget else {})
+            result = client.call("palace_find", arguments)
+            text = result.content[0].text  # type: ignore[union-attr]
+            assert len(text) <= (budget or DEFAULT_MAX_CHARS)
+            found = json.loads(text)
+            assert found["results"] and any("passages" in memory for memory in found["results"])
+            first = next(memory for memory in found["results"] if "passages" in memory)
+            span = first["passages"][0]
+            ranged = client.ok("palace_recall", {"ids": [first["id"]], "start": span["start"], "end": span["end"]})
+            assert ranged["memories"][0]["text"] == _segments(first)[0]
+
+
+def test_it_reads_back_the_chunk_vectors_a_memory_was_ranked_with_on_both_stores(any_palace: Palace) -> None:
+    text = "\n".join(CONVERSATION)
+    stored = services.store(**memory(text, room="friends"))
+    assert any_palace.store.chunk_vectors([stored["id"]]) == {}, "a single store's dense vector follows"
+    embed_deferred(any_palace)
+    vectors = any_palace.store.chunk_vectors([stored["id"], 999_999_999_999_999])
+    assert list(vectors) == [stored["id"]], "an unknown id is left out"
+    expected = any_palace.embedder.documents([text])[0]
+    assert vectors[stored["id"]].shape == expected.shape == (len(chunk_spans(text)), any_palace.embedder.dimension)
+    assert float(abs(vectors[stored["id"]] - expected).max()) < 1e-2  # stored as float16
+
+
+def test_it_prefers_the_passage_whose_chunk_matches_by_meaning() -> None:
+    text = "\n".join(["alpha beta"] * 200 + ["gamma delta"] * 200)
+    middle = len("\n".join(["alpha beta"] * 200)) + 1
+    hit = Hit(rank=0, memory={"id": 1, "text": text}, chunks=((0, middle - 1, 0.2), (middle, len(text), 0.9)))
+    answer = fit(query="nothing in common", hits=[hit], envelope={"count": 1}, max_chars=MIN_MAX_CHARS)
+    assert answer["results"][0]["passages"][0]["start"] >= middle
+
+
+def test_it_lists_every_memory_s_opening_within_the_budget_and_pages_through_the_rest(palace: Palace) -> None:
+    texts = [f"User: question {number}\n\n" + "\n".join(CONVERSATION) for number in range(12)]
+    stored = services.store_batch(items=[memory(text, room="long") for text in texts])["items"]
+    expected = {item["memory"]["id"] for item in stored}
+    seen: list[int] = []
+    cursor = None
+    sizes = []
+    while True:
+        page = selectors.browse(room="long", limit=10, max_chars=MIN_MAX_CHARS, cursor=cursor)
+        sizes.append(page["count"])
+        assert passages.answer_chars(page, key="memories") <= MIN_MAX_CHARS
+        assert page["memories"], "a page always shows at least one memory"
+        for shown in page["memories"]:
+            assert shown["text"].startswith("User: question"), "a memory's opening comes first"
+        seen += [shown["id"] for shown in page["memories"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert sorted(seen) == sorted(expected), "no memory is skipped or shown twice"
+    assert sizes[0] < 10 and len(sizes) >= 2, "the budget moved the first page's tail to the next page"
