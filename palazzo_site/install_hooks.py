@@ -1,4 +1,6 @@
-"""`palazzo install-hooks claude-code [--settings PATH] [--uninstall]`: register palazzo's hooks with a harness.
+"""`palazzo install-hooks claude-code|pi [--settings PATH | --agent-dir DIR] [--uninstall]`: hook into a harness.
+
+Claude Code gets hooks in its settings.json; pi gets palazzo's extension in <agent dir>/extensions/.
 
 Not a Django management command: Django's commands own `--settings` (the settings module), and this one
 edits a file, so it runs on the standard library alone, like `palazzo hook`.
@@ -11,7 +13,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from palace.feeding import claude_settings
+from palace.feeding import claude_settings, pi_extension
 
 
 def palazzo_executable() -> Path | None:
@@ -27,14 +29,19 @@ def main(args: list[str]) -> int:
     """Install or uninstall; exit status 0 on success."""
     parser = argparse.ArgumentParser(
         prog="palazzo install-hooks",
-        description="Register palazzo's hooks in Claude Code's settings.json (user scope by default), or remove them.",
+        description="Register palazzo's hooks in Claude Code's settings.json (user scope by default) or its "
+        "extension in pi's agent dir, or remove them.",
     )
-    parser.add_argument("harness", choices=["claude-code"], help="the harness to hook into")
+    parser.add_argument("harness", choices=["claude-code", "pi"], help="the harness to hook into")
     parser.add_argument(
-        "--settings", help="settings file (default: $CLAUDE_CONFIG_DIR/settings.json or ~/.claude/settings.json)"
+        "--settings",
+        help="Claude Code: settings file (default: $CLAUDE_CONFIG_DIR/settings.json or ~/.claude/settings.json)",
     )
-    parser.add_argument("--uninstall", action="store_true", help="remove exactly the hooks palazzo added")
+    parser.add_argument("--agent-dir", help="pi: the agent dir (default: $PI_CODING_AGENT_DIR or ~/.pi/agent)")
+    parser.add_argument("--uninstall", action="store_true", help="remove exactly what palazzo added")
     options = parser.parse_args(args)
+    if options.harness == "pi":
+        return _pi(options)
     path = Path(options.settings).expanduser() if options.settings else claude_settings.default_settings_path()
     try:
         if options.uninstall:
@@ -54,4 +61,27 @@ def main(args: list[str]) -> int:
         sys.stdout.write(f"palazzo hooks {verb} {path}: {', '.join(changed)}\n")
     else:
         sys.stdout.write(f"nothing to change in {path}\n")
+    return 0
+
+
+def _pi(options: argparse.Namespace) -> int:
+    agent_dir = Path(options.agent_dir).expanduser() if options.agent_dir else pi_extension.default_agent_dir()
+    try:
+        if options.uninstall:
+            changed = pi_extension.uninstall(agent_dir)
+            verb = "removed"
+        else:
+            palazzo = palazzo_executable()
+            if palazzo is None:
+                sys.stderr.write("install-hooks: cannot find the palazzo console script; install the project first\n")
+                return 1
+            changed = pi_extension.install(agent_dir, palazzo)
+            verb = "installed"
+    except (pi_extension.ExtensionError, OSError) as exc:
+        sys.stderr.write(f"install-hooks: {exc}\n")
+        return 1
+    if changed:
+        sys.stdout.write(f"palazzo's pi extension {verb}: {', '.join(changed)}\n")
+    else:
+        sys.stdout.write(f"nothing to change in {agent_dir}\n")
     return 0

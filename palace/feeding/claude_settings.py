@@ -20,10 +20,11 @@ EVENTS: dict[str, str | None] = {
     "SessionStart": "startup|clear|compact",
     "Stop": None,
     "PreCompact": None,
+    "SubagentStop": None,
     "SessionEnd": None,
 }
 # Seconds; the hook answers in well under one (SessionEnd's shared budget is 1.5 s).
-TIMEOUTS = {"SessionStart": 10, "Stop": 10, "PreCompact": 10, "SessionEnd": 5}
+TIMEOUTS = {"SessionStart": 10, "Stop": 10, "PreCompact": 10, "SubagentStop": 10, "SessionEnd": 5}
 OURS = re.compile(r"""(^|[/\\'"\s])palazzo['"]?\s+hook\s+claude-code\s*$""")
 
 

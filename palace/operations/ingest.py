@@ -54,6 +54,15 @@ class RestoreForm(MemoryForm):
     locals().update(form_fields(RESTORE_FIELDS, optional=True) | {"id": form_field(FIELDS["id"], required=True)})
     allow_past_expiry = True  # an export may hold memories that expired and were not yet deleted
 
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        start, end = cleaned.get("valid_from"), cleaned.get("valid_until")
+        if start and end and end < start:
+            # A memory stops being current after it became current, never before: no palace writes this.
+            # (valid_until may precede `timestamp`: a memory dated in the future can be corrected today.)
+            self.add_error("valid_until", f"must not be earlier than valid_from ({format_rfc3339(start)})")
+        return cleaned
+
 
 @dataclass
 class Line:

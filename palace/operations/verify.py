@@ -103,6 +103,12 @@ def verify() -> dict[str, Any]:
         {"id": memory_id, "refused_by_entry": refused.get(memory_id)}
         for memory_id in sorted(set(actual) - set(expected) - set(deleted))
     ]
+    # Valid but dangling: a successor deleted, or left out of a wing-filtered export this palace restored.
+    dangling = sorted(
+        memory_id
+        for memory_id, payload in actual.items()
+        if payload.get("superseded_by") is not None and payload["superseded_by"] not in actual
+    )
     current_texts = Counter(payload.get("text_hash") for payload in actual.values() if not payload.get("valid_until"))
     differences: dict[str, list[Any]] = {
         "missing": missing,
@@ -122,6 +128,7 @@ def verify() -> dict[str, Any]:
         "expected_points": len(expected),
         "store_points": len(actual),
         "duplicate_current_texts": sum(1 for count in current_texts.values() if count > 1),
+        "dangling_superseded_by": {"count": len(dangling), "ids": dangling[:REPORT_LIMIT]},
         "difference_counts": {key: len(value) for key, value in differences.items()},
         "differences": {key: value[:REPORT_LIMIT] for key, value in differences.items()},
     }

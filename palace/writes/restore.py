@@ -53,7 +53,7 @@ def restore_records(
                 error = f"id {memory_id} belongs to a wing outside this token's wings; nothing was written"
                 outcomes.append({"index": index, "status": "failed", "error": error, "redactions": {}})
                 continue
-            problem = _restore_problem(record, records=records, held=existing, deleted=deleted)
+            problem = _restore_problem(record, held=existing, deleted=deleted)
             if problem is not None:
                 outcomes.append({"index": index, "status": "failed", "error": problem, "redactions": {}})
                 continue
@@ -111,14 +111,13 @@ def _deleted_ids() -> set[int]:
     return {int(memory_id) for ids in rows for memory_id in ids or ()}
 
 
-def _restore_problem(
-    record: dict[str, Any], *, records: list[dict[str, Any]], held: dict[int, Any], deleted: set[int]
-) -> str | None:
+def _restore_problem(record: dict[str, Any], *, held: dict[int, Any], deleted: set[int]) -> str | None:
     """Why a restore record cannot be stored (id of a deleted memory, a supersede link that cannot hold), or None.
 
     A successor is always newer, so its id is larger: superseded_by must be above the record's id and
-    supersedes below it, which rules out cycles. superseded_by must name a memory the palace holds, one
-    of the same chunk, or one past every id of the chunk (a later chunk of an id-ordered export).
+    supersedes below it, which rules out cycles. What is valid but dangling is kept, whatever the input's
+    order or chunking: a successor that was deleted, or that a wing-filtered export left out, is a link a
+    palace holds (`verify` lists such links); so is one to a memory that a later chunk brings.
     """
     memory_id = record["id"]
     if memory_id in deleted and memory_id not in held:
@@ -131,14 +130,8 @@ def _restore_problem(
             "new ids start at the current Unix milliseconds)"
         )
     successor = record.get("superseded_by")
-    if successor is not None:
-        chunk_ids = {other["id"] for other in records}
-        if successor <= memory_id:
-            return f"superseded_by: {successor} must be newer (larger) than the memory's own id {memory_id}"
-        if successor in deleted and successor not in held:
-            return f"superseded_by: {successor} names a deleted memory"
-        if successor not in held and successor not in chunk_ids and successor < max(chunk_ids):
-            return f"superseded_by: {successor} names no memory of the palace or of this input"
+    if successor is not None and successor <= memory_id:
+        return f"superseded_by: {successor} must be newer (larger) than the memory's own id {memory_id}"
     for older in record.get("supersedes") or ():
         if older >= memory_id:
             return f"supersedes: {older} must be older (smaller) than the memory's own id {memory_id}"

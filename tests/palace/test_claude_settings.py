@@ -42,7 +42,7 @@ def test_it_installs_into_the_user_settings_idempotently_and_uninstalls_exactly(
     assert installed.returncode == 0, installed.stderr
     data = json.loads(settings_file.read_text())
     command = f"{PALAZZO} hook claude-code"
-    for event in ("SessionStart", "Stop", "PreCompact", "SessionEnd"):
+    for event in ("SessionStart", "Stop", "PreCompact", "SubagentStop", "SessionEnd"):
         assert [h["command"] for g in data["hooks"][event] for h in g["hooks"]][-1] == command
     assert data["hooks"]["SessionStart"][0] == USER_SETTINGS["hooks"]["SessionStart"][0]
     assert data["hooks"]["SessionStart"][1]["matcher"] == "startup|clear|compact"
@@ -74,7 +74,7 @@ def test_it_replaces_the_handler_of_an_older_installation_instead_of_adding_a_se
     commands = [
         h["command"] for groups in json.loads(path.read_text())["hooks"].values() for g in groups for h in g["hooks"]
     ]
-    assert commands == ["'/new place/bin/palazzo' hook claude-code"] * 4
+    assert commands == ["'/new place/bin/palazzo' hook claude-code"] * len(claude_settings.EVENTS)
 
 
 handler = st.fixed_dictionaries({"type": st.just("command"), "command": st.text(max_size=30)})

@@ -7,14 +7,20 @@ import io
 import json
 from pathlib import Path
 
+import pytest
 from django.conf import settings
 from django.core.management import call_command
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from palace.engine import runtime
 from palace.engine.ids import allocate_ids
 from palace.engine.runtime import Palace
 from palace.models import JournalEntry
+from palace.operations import ingest as ingest_service
 from palace.operations import status as palace_status
+from palace.operations import verify as palace_verify
 from palace.reads import selectors
 from palace.writes import services
 from tests.palace.helpers import memory
@@ -113,3 +119,83 @@ def test_it_refuses_a_restored_line_with_a_bad_temporal_field(palace: Palace, tm
     result = json.loads(out.getvalue().splitlines()[0])
     assert result["status"] == "failed" and result["error"].startswith("valid_until:")
     assert palace_status.status()["total"] == 0
+
+
+def _ingest_in_chunks(path: Path, sizes: list[int]) -> list[dict[str, object]]:
+    """Ingest an export chunk by chunk, with the given chunk sizes (cycled): every result, in order."""
+    lines = [
+        ingest_service.Line(number, item=json.loads(raw)) for number, raw in enumerate(path.read_text().splitlines(), 1)
+    ]
+    results: list[dict[str, object]] = []
+    start, turn = 0, 0
+    while start < len(lines):
+        size = sizes[turn % len(sizes)]
+        results += ingest_service.ingest_chunk(lines[start : start + size], keep_added_by=True)
+        start, turn = start + size, turn + 1
+    return results
+
+
+def test_it_restores_a_chain_whose_successor_was_deleted_whatever_comes_after(palace: Palace, tmp_path: Path) -> None:
+    old = services.store(**memory("The gateway is 10.0.0.1"))
+    new = services.supersede(supersedes=[old["id"]], reason="renumbered", **memory("The gateway is 10.0.0.254"))[
+        "memory"
+    ]
+    services.delete(ids=[new["id"]], reason="wrong network", confirm=True)
+    services.store(**memory("A later memory, with a larger id than the deleted successor"))
+    original = export_to(tmp_path / "export.jsonl")
+    assert original[0]["superseded_by"] == new["id"] and new["id"] not in [line["id"] for line in original]
+    for sizes in ([256], [1]):  # one chunk holding the later memory, or the dangling line alone
+        empty_palace(tmp_path / f"chunks-{sizes[0]}")
+        results = _ingest_in_chunks(tmp_path / "export.jsonl", sizes)
+        assert [result["status"] for result in results] == ["stored", "stored"], results
+        assert export_to(tmp_path / "again.jsonl") == original
+        report = palace_verify.verify()
+        assert report["ok"] and report["dangling_superseded_by"] == {"count": 1, "ids": [old["id"]]}
+
+
+def test_it_refuses_a_validity_that_ends_before_it_starts(palace: Palace) -> None:
+    line = memory(
+        "Current for minus one day",
+        id=1_700_000_000_000,
+        valid_from="2024-05-02T00:00:00Z",
+        valid_until="2024-05-01T00:00:00Z",
+    )
+    [result] = ingest_service.ingest_chunk([ingest_service.Line(1, item=line)])
+    assert result["status"] == "failed" and str(result["error"]).startswith("valid_until: must not be earlier")
+    # Ending before its own (future) timestamp is something a palace writes: kept.
+    future = memory(
+        "Planned for 2031", id=1_700_000_000_001, timestamp="2031-01-01T00:00:00Z", valid_until="2026-01-01T00:00:00Z"
+    )
+    [kept] = ingest_service.ingest_chunk([ingest_service.Line(1, item=future)])
+    assert kept["status"] == "stored", kept
+
+
+OPERATIONS = st.lists(
+    st.tuples(st.sampled_from(["store", "supersede", "delete"]), st.integers(min_value=0, max_value=50)),
+    min_size=1,
+    max_size=8,
+)
+
+
+@hypothesis_settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(operations=OPERATIONS, sizes=st.lists(st.integers(min_value=1, max_value=5), min_size=1, max_size=3))
+def test_it_gives_back_every_palace_its_export_describes_in_any_chunking(
+    palace: Palace, tmp_path_factory: pytest.TempPathFactory, operations: list[tuple[str, int]], sizes: list[int]
+) -> None:
+    scratch = tmp_path_factory.mktemp("roundtrip")
+    empty_palace(scratch / "source")
+    current: list[int] = []
+    for number, (operation, pick) in enumerate(operations):
+        text = f"Memory {number}: fact {pick} about the orrery"
+        if operation == "store" or not current:
+            current.append(services.store(**memory(text, wing=["projects", "personal"][pick % 2]))["id"])
+        elif operation == "supersede":
+            target = current.pop(pick % len(current))
+            current.append(services.supersede(supersedes=[target], reason="corrected", **memory(text))["memory"]["id"])
+        else:
+            services.delete(ids=[current.pop(pick % len(current))], reason="gone", confirm=True)
+    original = export_to(scratch / "export.jsonl")
+    empty_palace(scratch / "copy")
+    results = _ingest_in_chunks(scratch / "export.jsonl", sizes)
+    assert all(result["status"] == "stored" for result in results), results
+    assert export_to(scratch / "again.jsonl") == original

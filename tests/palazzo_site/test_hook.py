@@ -213,3 +213,18 @@ def test_it_never_raises_on_any_hook_input(
 
 
 WAKE_OPEN = "<palazzo-wake-up>"
+
+
+def test_it_queues_a_subagent_s_own_transcript_at_subagent_stop(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    spool.claim_holder(data_dir, role="server")  # this process holds the palace: the job waits for it
+    try:
+        main_transcript, subagent = tmp_path / f"{SESSION}.jsonl", tmp_path / "agent-a1b2.jsonl"
+        done = run_hook(data_dir, session_event("SubagentStop", main_transcript, agent_transcript_path=str(subagent)))
+        assert done.returncode == 0 and done.stderr == ""
+        [queued] = spool.pending(data_dir)
+        job = json.loads(queued.read_text())
+        assert (job["path"], job["event"], job["final"]) == (str(subagent), "SubagentStop", False)
+    finally:
+        spool.release_holder(data_dir)
