@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from palace.feeding import claude_settings, pi_extension
@@ -41,47 +43,41 @@ def main(args: list[str]) -> int:
     parser.add_argument("--uninstall", action="store_true", help="remove exactly what palazzo added")
     options = parser.parse_args(args)
     if options.harness == "pi":
-        return _pi(options)
-    path = Path(options.settings).expanduser() if options.settings else claude_settings.default_settings_path()
+        agent_dir = Path(options.agent_dir).expanduser() if options.agent_dir else pi_extension.default_agent_dir()
+        target = Target(agent_dir, pi_extension.install, pi_extension.uninstall, "palazzo's pi extension")
+    else:
+        path = Path(options.settings).expanduser() if options.settings else claude_settings.default_settings_path()
+        target = Target(path, claude_settings.install, claude_settings.uninstall, "palazzo hooks")
+    return _apply(target, uninstall=options.uninstall)
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where palazzo hooks into one harness, and how it installs and uninstalls there."""
+
+    path: Path
+    install: Callable[[Path, Path], list[str]]
+    uninstall: Callable[[Path], list[str]]
+    what: str
+
+
+def _apply(target: Target, *, uninstall: bool) -> int:
     try:
-        if options.uninstall:
-            changed = claude_settings.uninstall(path)
+        if uninstall:
+            changed = target.uninstall(target.path)
             verb = "removed from"
         else:
             palazzo = palazzo_executable()
             if palazzo is None:
                 sys.stderr.write("install-hooks: cannot find the palazzo console script; install the project first\n")
                 return 1
-            changed = claude_settings.install(path, palazzo)
+            changed = target.install(target.path, palazzo)
             verb = "installed in"
-    except (claude_settings.SettingsError, OSError) as exc:
+    except (claude_settings.SettingsError, pi_extension.ExtensionError, OSError) as exc:
         sys.stderr.write(f"install-hooks: {exc}\n")
         return 1
     if changed:
-        sys.stdout.write(f"palazzo hooks {verb} {path}: {', '.join(changed)}\n")
+        sys.stdout.write(f"{target.what} {verb} {target.path}: {', '.join(changed)}\n")
     else:
-        sys.stdout.write(f"nothing to change in {path}\n")
-    return 0
-
-
-def _pi(options: argparse.Namespace) -> int:
-    agent_dir = Path(options.agent_dir).expanduser() if options.agent_dir else pi_extension.default_agent_dir()
-    try:
-        if options.uninstall:
-            changed = pi_extension.uninstall(agent_dir)
-            verb = "removed"
-        else:
-            palazzo = palazzo_executable()
-            if palazzo is None:
-                sys.stderr.write("install-hooks: cannot find the palazzo console script; install the project first\n")
-                return 1
-            changed = pi_extension.install(agent_dir, palazzo)
-            verb = "installed"
-    except (pi_extension.ExtensionError, OSError) as exc:
-        sys.stderr.write(f"install-hooks: {exc}\n")
-        return 1
-    if changed:
-        sys.stdout.write(f"palazzo's pi extension {verb}: {', '.join(changed)}\n")
-    else:
-        sys.stdout.write(f"nothing to change in {agent_dir}\n")
+        sys.stdout.write(f"nothing to change in {target.path}\n")
     return 0

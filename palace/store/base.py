@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
@@ -182,8 +182,11 @@ class VectorStore(Protocol):
         ...
 
 
-def as_chunk_matrix(vector: Any) -> npt.NDArray[np.float32] | None:
-    """A stored dense multivector (a list of chunk vectors) as a matrix; None for anything else."""
-    if not isinstance(vector, list) or not vector or not isinstance(vector[0], list):
-        return None
-    return np.asarray(vector, dtype=np.float32)
+def chunk_matrices(records: Iterable[tuple[Any, Any]]) -> dict[int, npt.NDArray[np.float32]]:
+    """(point id, vectors as retrieved) pairs -> id: the dense multivector as a matrix, for points that have one."""
+    found = {}
+    for point_id, vectors in records:
+        dense = vectors.get(DENSE) if isinstance(vectors, dict) else None
+        if isinstance(dense, list) and dense and isinstance(dense[0], list):
+            found[int(point_id)] = np.asarray(dense, dtype=np.float32)
+    return found

@@ -35,7 +35,7 @@ from palace.store.base import (
     MemoryFilter,
     PointWrite,
     StoredPoint,
-    as_chunk_matrix,
+    chunk_matrices,
 )
 from palace.store.generations import ShardGenerations
 from palace.store.indexer import BackgroundIndexing
@@ -308,13 +308,7 @@ class EdgeStore(BackgroundIndexing):
             return {}
         with self._shard_lock:
             records = self.shard.retrieve(list(ids), with_payload=False, with_vector=[DENSE])
-        found = {}
-        for record in records:
-            vector = record.vector.get(DENSE) if isinstance(record.vector, dict) else None
-            matrix = as_chunk_matrix(vector)
-            if matrix is not None:
-                found[int(record.id)] = matrix
-        return found
+        return chunk_matrices((record.id, record.vector) for record in records)
 
     def search(self, query: neutral.SearchQuery) -> list[StoredPoint]:
         """Run a search: one leg alone, or both fused by RRF inside the shard."""

@@ -26,7 +26,7 @@ from palace.store.base import (
     MemoryFilter,
     PointWrite,
     StoredPoint,
-    as_chunk_matrix,
+    chunk_matrices,
 )
 from palace.store.keywords import document_vectors, search_legs
 
@@ -265,13 +265,7 @@ class ServerStore:
             "retrieve",
             lambda: self._client.retrieve(self._collection, ids=list(ids), with_payload=False, with_vectors=[DENSE]),
         )
-        found = {}
-        for record in records:
-            vector = record.vector.get(DENSE) if isinstance(record.vector, dict) else None
-            matrix = as_chunk_matrix(vector)
-            if matrix is not None:
-                found[int(record.id)] = matrix
-        return found
+        return chunk_matrices((record.id, record.vector) for record in records)
 
     def search(self, query: neutral.SearchQuery) -> list[StoredPoint]:
         """Run a search: one leg alone, or both fused by RRF inside Qdrant."""

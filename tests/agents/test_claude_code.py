@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from tests.agents.model_server import ModelServer, Reply, all_text, scripted, tool_result_text
+from tests.agents.test_pi import settle
 from tests.mcpserver.conftest import connect, migrate, server_env, stdio_parameters
 from tests.palazzo_site.test_claude_code import claude_cli
-from tests.palazzo_site.test_hook import PALAZZO, wait_for
+from tests.palazzo_site.test_hook import PALAZZO
 
 pytestmark = pytest.mark.slow
 FACT = "The orrery's lunar gear has 235 teeth (the Metonic cycle)"
@@ -102,12 +103,10 @@ def test_it_stores_finds_and_recalls_through_real_claude_code_turns_and_feeds_th
     recalled, failed = tool_result_text(requests[2])
     assert not failed and json.loads(recalled)["memories"][0]["text"] == FACT
 
-    def fed() -> list[dict[str, Any]] | None:
-        with connect(stdio_parameters(claude.data_dir), "stdio") as client:
-            memories = client.ok("palace_browse", {"room": "orrery", "hall": "events"})["memories"]
-        return memories if len(memories) >= 2 else None
-
-    sessions = wait_for(fed, seconds=240, what="both Claude Code sessions to be fed")
+    settle(claude.data_dir)  # the detached feeder SessionEnd started has fed both sessions and let go
+    with connect(stdio_parameters(claude.data_dir), "stdio") as client:
+        sessions = client.ok("palace_browse", {"room": "orrery", "hall": "events"})["memories"]
+    assert len(sessions) >= 2, sessions
     assert all(memory["added_by"].startswith("claude-code@") for memory in sessions)
     assert any("lunar gear" in memory["text"] for memory in sessions)
     wake_up = first_text[first_text.index("<palazzo-wake-up>") : first_text.index("</palazzo-wake-up>")]

@@ -19,8 +19,9 @@ import pytest
 
 from palace.feeding import pi_extension, spool
 from tests.agents.model_server import ModelServer, Reply, all_text, scripted, tool_names, tool_result_text
-from tests.mcpserver.conftest import ROOT, connect, http_server, migrate, server_env, stdio_parameters
+from tests.mcpserver.conftest import connect, http_server, migrate, server_env, stdio_parameters
 from tests.mcpserver.test_auth_http import create_token
+from tests.npm_tools import npm_tool
 from tests.palazzo_site.test_hook import PALAZZO, wait_for
 
 pytestmark = pytest.mark.slow
@@ -30,15 +31,7 @@ STORE = {"text": FACT, "category": "technical", "wing": "projects", "room": "orr
 
 def pi_cli() -> Path:
     """The pinned pi CLI under .tools/ (installed from the npm registry on first use)."""
-    try:
-        done = subprocess.run(
-            ["bash", str(ROOT / "scripts" / "install-pi.sh")], capture_output=True, text=True, timeout=600
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        pytest.skip(f"cannot install the pi CLI from npm: {exc}")
-    if done.returncode != 0:
-        pytest.skip(f"cannot install the pi CLI from npm: {done.stderr.strip()[-300:]}")
-    return Path(done.stdout.strip().splitlines()[-1])
+    return npm_tool("install-pi.sh", "the pi CLI")
 
 
 class Pi:
@@ -66,13 +59,13 @@ class Pi:
         assert installed.returncode == 0, installed.stderr
         assert pi_extension.extension_path(self.agent_dir).is_file()
 
-    def run(self, model: ModelServer, prompt: str) -> tuple[subprocess.CompletedProcess[str], float]:
+    def run(self, model: ModelServer, prompt: str, *options: str) -> tuple[subprocess.CompletedProcess[str], float]:
         """One `pi -p` session in the project against the scripted model; how long it took."""
         provider = {"baseUrl": model.url, "api": "anthropic-messages", "apiKey": "scripted", "models": [{"id": "m"}]}
         (self.agent_dir / "models.json").write_text(json.dumps({"providers": {"scripted": provider}}))
         started = time.monotonic()
         done = subprocess.run(
-            [str(self.cli), "--provider", "scripted", "--model", "m", "-p", prompt],
+            [str(self.cli), "--provider", "scripted", "--model", "m", *options, "-p", prompt],
             env=self.env,
             cwd=self.project,
             capture_output=True,
@@ -83,11 +76,16 @@ class Pi:
 
     def settle(self) -> None:
         """Wait until the transcripts the session queued are fed (the spool empty, no feeder running)."""
+        settle(self.data_dir)
 
-        def drained() -> bool:
-            return not spool.pending(self.data_dir) and not spool.feeder_active(self.data_dir)
 
-        wait_for(lambda: drained() or None, seconds=240, what="the pi session's transcript to be fed")
+def settle(data_dir: Path) -> None:
+    """Wait until a data dir's queued transcripts are fed: the spool empty and no feeder holding the palace."""
+
+    def drained() -> bool:
+        return not spool.pending(data_dir) and not spool.feeder_active(data_dir) and spool.live_holder(data_dir) is None
+
+    wait_for(lambda: drained() or None, seconds=240, what="the session's transcript to be fed")
 
 
 def test_it_installs_the_extension_idempotently_and_uninstalls_exactly(tmp_path: Path) -> None:
@@ -246,3 +244,18 @@ def test_it_speaks_to_a_team_server_over_http_and_refuses_to_fall_back_on_a_bad_
         assert refused.returncode == 0, refused.stderr
         assert "refused the token" in refused.stderr and "this session has no palace tools" in refused.stderr
         assert not any(name.startswith("palace_") for body in refused_model.requests for name in tool_names(body))
+
+
+def test_it_wakes_a_fresh_session_up_but_not_a_continued_one(tmp_path: Path) -> None:
+    pi = Pi(tmp_path)
+    migrate(pi.data_dir)
+    with ModelServer(lambda _body: Reply(text="first answer")) as model:
+        assert pi.run(model, "First question")[0].returncode == 0
+        first = model.agent_requests("palace_find")[0]
+    with ModelServer(lambda _body: Reply(text="second answer")) as model:
+        continued, _seconds = pi.run(model, "Second question", "--continue")
+        assert continued.returncode == 0, continued.stderr
+        second = model.agent_requests("palace_find")[0]
+    assert all_text(first).count("<palazzo-wake-up>") == 1
+    assert "First question" in all_text(second), "the session was continued"
+    assert all_text(second).count("<palazzo-wake-up>") == 1, "only the first turn's wake-up, in the history"

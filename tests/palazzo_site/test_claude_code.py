@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.mcpserver.conftest import ROOT, migrate, server_env
+from tests.mcpserver.conftest import migrate, server_env
+from tests.npm_tools import npm_tool
 from tests.palace.sessions import claude_session, write_session
 from tests.palazzo_site.test_hook import PALAZZO, TURNS, wait_for
 
@@ -22,15 +23,7 @@ PROMPT = "What do we know about the lunar gear of the orrery?"
 
 def claude_cli() -> Path:
     """The pinned CLI under .tools/ (installed from the npm registry on first use)."""
-    try:
-        done = subprocess.run(
-            ["bash", str(ROOT / "scripts" / "install-claude-code.sh")], capture_output=True, text=True, timeout=600
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        pytest.skip(f"cannot install the Claude Code CLI from npm: {exc}")
-    if done.returncode != 0:
-        pytest.skip(f"cannot install the Claude Code CLI from npm: {done.stderr.strip()[-300:]}")
-    return Path(done.stdout.strip().splitlines()[-1])
+    return npm_tool("install-claude-code.sh", "the Claude Code CLI")
 
 
 def test_it_injects_the_wake_up_context_and_feeds_a_real_claude_code_session(tmp_path: Path) -> None:

@@ -55,7 +55,9 @@ class Acknowledged:
         self.ingested = 0
 
 
-async def _writer(url: str, number: int, acked: Acknowledged, batch: bool, stop: anyio.Event) -> None:
+async def _writer(
+    url: str, number: int, acked: Acknowledged, batch: bool, stop: anyio.Event, killing: anyio.Event
+) -> None:
     info = Implementation(name=f"crash-writer-{number}", version="1")
     try:
         async with Client(url, mode="legacy", client_info=info, read_timeout_seconds=30) as client:
@@ -79,7 +81,7 @@ async def _writer(url: str, number: int, acked: Acknowledged, batch: bool, stop:
                 index += len(texts)
     except Exception:
         # The server died under us: the call in flight was never acknowledged, which is allowed to be lost.
-        if not stop.is_set():
+        if not killing.is_set():
             acked.failures_after_kill += 1
 
 
@@ -88,7 +90,7 @@ def ingest_texts(count: int) -> list[str]:
     return [f"bulk ingest line {index} of run {run}" for index in range(count)]
 
 
-async def _ingest(url: str, texts: list[str], acked: Acknowledged, stop: anyio.Event) -> None:
+async def _ingest(url: str, texts: list[str], acked: Acknowledged, killing: anyio.Event) -> None:
     """POST /ingest; each streamed chunk line acknowledges the next items_in_chunk lines of the body."""
     body = b"".join(json.dumps(memory(text)).encode() + b"\n" for text in texts)
     try:
@@ -104,7 +106,7 @@ async def _ingest(url: str, texts: list[str], acked: Acknowledged, stop: anyio.E
                     assert report["counts"]["failed"] == 0
                     acked.ingested += report["items_in_chunk"]
     except (httpx.HTTPError, AssertionError):
-        if not stop.is_set():
+        if not killing.is_set():
             raise
 
 
@@ -117,14 +119,16 @@ def _time_to_kill(acked: Acknowledged, kill_after: int, chunks_before_kill: int,
 async def _store_until_killed(
     server: KillableServer, acked: Acknowledged, kill_after: int, texts: list[str], chunks_before_kill: int
 ) -> None:
-    stop = anyio.Event()
+    stop, killing = anyio.Event(), anyio.Event()
     async with anyio.create_task_group() as group:
-        group.start_soon(_ingest, server.base_url + "/ingest", texts, acked, stop)
+        group.start_soon(_ingest, server.base_url + "/ingest", texts, acked, killing)
         for number in range(WRITERS + BATCH_WRITERS):
-            group.start_soon(_writer, server.base_url + "/mcp", number, acked, number >= WRITERS, stop)
+            group.start_soon(_writer, server.base_url + "/mcp", number, acked, number >= WRITERS, stop, killing)
         with anyio.fail_after(120):
             while not _time_to_kill(acked, kill_after, chunks_before_kill, len(texts)):
                 await anyio.sleep(0.01)
+        # Set before the kill: a request the kill cuts may fail before this task runs again.
+        killing.set()
         await anyio.to_thread.run_sync(server.kill)
         stop.set()
 

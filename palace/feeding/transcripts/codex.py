@@ -19,6 +19,7 @@ from palace.feeding.transcripts.model import Transcript
 from palace.feeding.transcripts.text import (
     IMAGE_PLACEHOLDER,
     Turn,
+    blocks_text,
     clean_optional,
     clean_tag,
     counts,
@@ -210,21 +211,14 @@ def _envelope(record: dict[str, Any]) -> tuple[str | None, dict[str, Any] | None
 
 
 def _content_text(content: Any, skipped: Counter[str]) -> str:
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return ""
-    parts: list[str] = []
-    for block in content:
-        if not isinstance(block, dict):
-            continue
-        kind = block.get("type")
-        if kind in ("input_text", "output_text", "text") and isinstance(block.get("text"), str):
-            parts.append(block["text"])
-        elif kind in ("input_image", "image") and block.get("image_url"):
-            skipped["image"] += 1
-            parts.append(IMAGE_PLACEHOLDER)
-    return "\n\n".join(parts)
+    return blocks_text(
+        content,
+        separator="\n\n",
+        skipped=skipped,
+        text_types=("input_text", "output_text", "text"),
+        image_types=("input_image", "image"),
+        image_key="image_url",
+    )
 
 
 def _output_text(output: Any) -> str:

@@ -331,8 +331,19 @@ def read_records(path: Path, skipped: Counter[str], stats: Counter[str]) -> Iter
             skipped["not_an_object"] += 1
 
 
-def blocks_text(content: Any, *, separator: str, skipped: Counter[str] | None = None) -> str:
-    """A message content (a string or text/image blocks) as text; images as a placeholder, other blocks dropped."""
+def blocks_text(
+    content: Any,
+    *,
+    separator: str,
+    skipped: Counter[str] | None = None,
+    text_types: tuple[str, ...] = ("text",),
+    image_types: tuple[str, ...] = ("image",),
+    image_key: str | None = None,
+) -> str:
+    """A message content (a string or text/image blocks) as text; images as a placeholder, other blocks dropped.
+
+    image_key: an image block counts only when it carries that key (Codex's `image_url`).
+    """
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
@@ -342,9 +353,9 @@ def blocks_text(content: Any, *, separator: str, skipped: Counter[str] | None = 
         if isinstance(block, str):
             parts.append(block)
         elif isinstance(block, dict):
-            if block.get("type") == "text" and isinstance(block.get("text"), str):
+            if block.get("type") in text_types and isinstance(block.get("text"), str):
                 parts.append(block["text"])
-            elif block.get("type") == "image":
+            elif block.get("type") in image_types and (image_key is None or block.get(image_key)):
                 if skipped is not None:
                     skipped["image"] += 1
                 parts.append(IMAGE_PLACEHOLDER)
