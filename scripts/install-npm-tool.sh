@@ -9,6 +9,10 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PREFIX="$ROOT/.tools/$NAME-$VERSION"
 EXECUTABLE="$PREFIX/node_modules/.bin/$BIN"
 
+mkdir -p "$ROOT/.tools"
+# Test workers may ask at the same moment: one installs, the others wait and find it installed.
+exec 9>"$ROOT/.tools/.install-$NAME.lock"
+flock 9
 if [ ! -x "$EXECUTABLE" ]; then
   command -v npm >/dev/null 2>&1 || { echo "install-$NAME: npm is not installed" >&2; exit 1; }
   mkdir -p "$PREFIX"

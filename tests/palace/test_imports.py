@@ -1,8 +1,10 @@
 """palazzo import: memories from other memory servers and conversation archives, through the store path.
 
 memory-json is written by the real official MCP memory server (npm, pinned), driven over MCP. The other
-sources cannot run here (Python services with their own model downloads, or web exports): their files
-are documented fixtures, built below from each project's documented format and named as such.
+sources cannot run here: basic-memory needs Python >= 3.12 (these machines have 3.11), mem0,
+mcp-memory-service and MemPalace download their embedding models at run time, and the ChatGPT and
+Claude.ai exports come from web accounts. Their files are documented fixtures, built below from each
+project's documented format and named as such.
 """
 
 from __future__ import annotations
