@@ -67,8 +67,12 @@ def replay_pending(palace: Palace) -> int:
     """
     replayed = 0
     for entry in journal.pending():
-        logger.info("re-applying journal entry %s (%s)", entry.pk, entry.operation)
         with write_lock:
+            # Read again under the lock: another process sharing the database may have applied it since.
+            entry.refresh_from_db(fields=["status"])
+            if entry.status != JournalEntry.Status.PENDING:
+                continue
+            logger.info("re-applying journal entry %s (%s)", entry.pk, entry.operation)
             try:
                 apply_entry(palace, entry)
             except (StoreUnavailable, StoreLocked, ReadOnlyPalace):
