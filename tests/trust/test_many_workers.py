@@ -7,8 +7,6 @@ services` starts (.tools/pg-url); each test gets its own database. The assertion
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -18,7 +16,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from tests.mcpserver.conftest import ROOT, connect, http_server, server_env
+from tests.mcpserver.conftest import ROOT, connect, http_server
+from tests.mcpserver.test_auth_http import manage
 from tests.palace.helpers import memory
 from tests.trust.fake_qdrant import FakeQdrant
 
@@ -46,22 +45,11 @@ def shared_database() -> Iterator[str]:
             connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def manage(data_dir: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=ROOT,
-        env=server_env(data_dir, **env),
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-
-
 def test_it_keeps_one_memory_per_text_when_two_servers_store_it_at_once(tmp_path: Path, shared_database: str) -> None:
     qdrant = FakeQdrant().start()
     try:
         shared = {"DATABASE_URL": shared_database, "QDRANT_URL": qdrant.url}
-        migrated = manage(tmp_path / "a", shared, "migrate", "--verbosity", "0")
+        migrated = manage(tmp_path / "a", "migrate", "--verbosity", "0", **shared)
         assert migrated.returncode == 0, migrated.stderr
         run = uuid.uuid4().hex[:8]
         texts = [f"Shared fact {index} of run {run}: the build cache lives on volume {index}" for index in range(16)]
@@ -86,7 +74,7 @@ def test_it_keeps_one_memory_per_text_when_two_servers_store_it_at_once(tmp_path
             assert one["id"] == other["id"], "both servers answered with the same memory"
             assert sorted([one["duplicate"], other["duplicate"]]) == [False, True], (one, other)
         assert sorted(memory["text"] for memory in listed) == sorted(texts), "exactly one memory per text"
-        verified = manage(tmp_path / "a", shared, "verify")
+        verified = manage(tmp_path / "a", "verify", **shared)
         assert verified.returncode == 0, verified.stdout + verified.stderr
     finally:
         qdrant.stop()
