@@ -10,8 +10,10 @@ import os
 
 from palazzo_site.environment import read_environment
 from palazzo_site.gunicorn_conf import (
+    child_exit,
     control_socket_disable,
     graceful_timeout,
+    on_exit,
     on_starting,
     post_fork,
     timeout,
@@ -31,10 +33,12 @@ forwarded_allow_ips = "127.0.0.1,::1"
 __all__ = [
     "accesslog",
     "bind",
+    "child_exit",
     "control_socket_disable",
     "errorlog",
     "forwarded_allow_ips",
     "graceful_timeout",
+    "on_exit",
     "on_starting",
     "post_fork",
     "timeout",

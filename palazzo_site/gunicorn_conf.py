@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 from typing import Any
@@ -36,12 +38,34 @@ def several_workers_problem(worker_count: int, qdrant_url: str | None) -> str | 
 
 
 def on_starting(server: Any) -> None:
-    """Refuse to start several workers on the embedded store."""
+    """Refuse to start several workers on the embedded store; give several a shared metrics directory."""
     problem = several_workers_problem(server.cfg.workers, read_environment().qdrant_url)
     if problem:
         server.log.error(problem)
         print(problem, file=sys.stderr, flush=True)
         sys.exit(1)
+    if server.cfg.workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        # Set before any worker forks (and imports prometheus-client), so every worker writes its counters
+        # there and /metrics sums them; removed when the server exits.
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="palazzo-metrics-")
+        _owned_metrics_dir.append(os.environ["PROMETHEUS_MULTIPROC_DIR"])
+
+
+_owned_metrics_dir: list[str] = []
+
+
+def child_exit(server: Any, worker: Any) -> None:
+    """A worker that exits stops counting among the live ones (its counters stay in the sums)."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)
+
+
+def on_exit(server: Any) -> None:
+    """Remove the metrics directory this server made."""
+    for directory in _owned_metrics_dir:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 PR_SET_PDEATHSIG = 1

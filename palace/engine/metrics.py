@@ -3,7 +3,9 @@
 Only the definitions: the site's middleware counts requests, /metrics (palace.routes.operations) reads the
 palace gauges and renders them.
 
-Counters live in this process; with several gunicorn workers each worker answers /metrics with its own.
+With several gunicorn workers, `serve` gives them a shared PROMETHEUS_MULTIPROC_DIR (palazzo_site.gunicorn_conf)
+and /metrics sums every worker's counters and histograms (prometheus-client's multiprocess mode); the gauges
+read at scrape time report the latest scrape's value, and palazzo_workers the workers alive.
 """
 
 from __future__ import annotations
@@ -34,30 +36,62 @@ EMBEDDING_SECONDS = Histogram(
     ["kind"],
     buckets=LATENCY_BUCKETS,
 )
-MEMORIES = Gauge("palazzo_memories", "Memories in the palace (all, or current: not superseded).", ["state"])
-JOURNAL_PENDING = Gauge("palazzo_journal_pending", "Journal entries written but not yet applied to the store.")
-STORE_UP = Gauge("palazzo_store_up", "1 when the last scrape could read the store, else 0.")
+MEMORIES = Gauge(
+    "palazzo_memories",
+    "Memories in the palace (all, or current: not superseded).",
+    ["state"],
+    multiprocess_mode="mostrecent",
+)
+JOURNAL_PENDING = Gauge(
+    "palazzo_journal_pending",
+    "Journal entries written but not yet applied to the store.",
+    multiprocess_mode="mostrecent",
+)
+STORE_UP = Gauge(
+    "palazzo_store_up", "1 when the last scrape could read the store, else 0.", multiprocess_mode="mostrecent"
+)
 REDACTIONS = Counter(
     "palazzo_redactions",
     "Matches of the redaction rules in written memories, by rule and mode (dry-run counts without changing).",
     ["rule", "mode"],
 )
-INDEX_BUILDING = Gauge("palazzo_search_index_building", "1 while the store builds its search index, else 0.")
-FEED_SESSIONS = Gauge("palazzo_feed_sessions", "Transcript sessions fed, by harness and device.", ["harness", "device"])
+INDEX_BUILDING = Gauge(
+    "palazzo_search_index_building",
+    "1 while the store builds its search index, else 0.",
+    multiprocess_mode="mostrecent",
+)
+FEED_SESSIONS = Gauge(
+    "palazzo_feed_sessions",
+    "Transcript sessions fed, by harness and device.",
+    ["harness", "device"],
+    multiprocess_mode="mostrecent",
+)
 FEED_EXCHANGES = Gauge(
-    "palazzo_feed_exchanges", "Transcript exchanges fed, by harness and device.", ["harness", "device"]
+    "palazzo_feed_exchanges",
+    "Transcript exchanges fed, by harness and device.",
+    ["harness", "device"],
+    multiprocess_mode="mostrecent",
 )
 FEED_LAST = Gauge(
     "palazzo_feed_last_fed_timestamp_seconds",
     "When a transcript was last fed, by harness and device.",
     ["harness", "device"],
+    multiprocess_mode="mostrecent",
 )
 FEED_FAILING = Gauge(
     "palazzo_feed_last_error_timestamp_seconds",
     "When feeding last failed (0: never), by harness and device.",
     ["harness", "device"],
+    multiprocess_mode="mostrecent",
 )
-FEED_QUEUED = Gauge("palazzo_feed_queued", "Transcripts waiting in the hook spool (failed ones included).")
+FEED_QUEUED = Gauge(
+    "palazzo_feed_queued",
+    "Transcripts waiting in the hook spool (failed ones included).",
+    multiprocess_mode="mostrecent",
+)
+# 1 in each worker; summed over the live ones in multiprocess mode.
+WORKERS = Gauge("palazzo_workers", "Server processes answering (gunicorn workers).", multiprocess_mode="livesum")
+WORKERS.set(1)
 
 
 def route_label(path: str) -> str:

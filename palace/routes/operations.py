@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any, Literal
 
 from django.http import HttpRequest, HttpResponse
 from ninja import Field, Router, Schema
-from prometheus_client import generate_latest
+from prometheus_client import CollectorRegistry, generate_latest, multiprocess
 
 from palace.engine import metrics
 from palace.feeding.status import FeedSource
@@ -91,6 +92,10 @@ def render_metrics() -> bytes:
         metrics.MEMORIES.labels("current").set(status["current"])
         metrics.INDEX_BUILDING.set(1 if status["search_index"]["building"] else 0)
         _feeding_gauges(status["feeding"])
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):  # several workers: every worker's series, summed
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+        return generate_latest(registry)
     return generate_latest()
 
 
