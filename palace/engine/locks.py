@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import threading
+import time
 from types import TracebackType
 
-from django.db import connection
+from django.conf import settings
+from django.db import DatabaseError, connection
+
+from palace.errors import StoreUnavailable
 
 # pg_advisory_lock key of the palace's writes: any 64-bit number no other application uses on the database.
 PALACE_WRITE_KEY = 0x70616C617A7A6F  # "palazzo"
+# How long a write waits for another process's hold before it fails (a write holds it for milliseconds).
+DATABASE_LOCK_WAIT = 60.0
 
 
 class PalaceWriteLock:
@@ -18,7 +24,8 @@ class PalaceWriteLock:
     check. With PostgreSQL, the outermost hold in a process also takes a session advisory lock on the
     database, so several workers or hosts sharing it (with a Qdrant server) serialise their writes the same
     way, and a starting worker's journal replay never runs between another worker's journaling and its
-    apply. SQLite means one process (the embedded store has one writer anyway): no database lock.
+    apply. Only with a Qdrant server: the embedded store allows one writer process, so SQLite or the
+    embedded store take no database lock.
     """
 
     def __init__(self) -> None:
@@ -49,10 +56,38 @@ class PalaceWriteLock:
 
 
 def _database_lock(*, take: bool) -> None:
-    if connection.vendor != "postgresql":
+    # Only a Qdrant server lets several processes write one palace (the embedded store has one writer).
+    if connection.vendor != "postgresql" or not settings.PALAZZO.qdrant_url:
         return
+    if take:
+        _take_database_lock()
+        return
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s)", [PALACE_WRITE_KEY])
+    except DatabaseError:
+        # A session that cannot run the unlock (an aborted transaction) must not keep the lock: closing it
+        # makes PostgreSQL release every lock the session held.
+        connection.close()
+        raise
+
+
+def _take_database_lock() -> None:
+    """Wait for the lock, polling (a hung holder fails the write after DATABASE_LOCK_WAIT, never hangs it)."""
+    deadline = time.monotonic() + DATABASE_LOCK_WAIT
+    pause = 0.002
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {'pg_advisory_lock' if take else 'pg_advisory_unlock'}(%s)", [PALACE_WRITE_KEY])
+        while True:
+            cursor.execute("SELECT pg_try_advisory_lock(%s)", [PALACE_WRITE_KEY])
+            if cursor.fetchone()[0]:
+                return
+            if time.monotonic() > deadline:
+                raise StoreUnavailable(
+                    f"another palazzo process sharing the database has held the palace's write lock for over "
+                    f"{DATABASE_LOCK_WAIT:.0f} s; nothing was written (retry; if it persists, restart the servers)"
+                )
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
 
 
 write_lock = PalaceWriteLock()

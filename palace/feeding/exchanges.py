@@ -135,6 +135,7 @@ def parts(transcript: Transcript, *, final: bool) -> tuple[list[Part], int]:
     """The memories a transcript's exchanges make, and how many incomplete exchanges wait for the session's end."""
     result: list[Part] = []
     held = 0
+    seen: set[str] = set()
     for exchange in transcript.exchanges:
         if not exchange.complete and not final:
             held += 1
@@ -142,8 +143,11 @@ def parts(transcript: Transcript, *, final: bool) -> tuple[list[Part], int]:
         stamp = exchange.started_at.strftime("%Y-%m-%dT%H:%M:%SZ")
         texts = exchange_texts(exchange)
         for number, text in enumerate(texts):
-            key = exchange.key if number == 0 else f"{exchange.key}#{number}"
-            result.append(Part(key=_fit(key, MAX_KEY_CHARS), part=number, text=text, timestamp=stamp))
+            key = _fit(exchange.key if number == 0 else f"{exchange.key}#{number}", MAX_KEY_CHARS)
+            if key in seen:  # one feed-state row per key: a repeated (or cut to equal) key keeps its first part
+                continue
+            seen.add(key)
+            result.append(Part(key=key, part=number, text=text, timestamp=stamp))
     return result, held
 
 

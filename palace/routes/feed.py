@@ -90,10 +90,18 @@ def transcript_from_json(harness: str, data: Any) -> tuple[Transcript, Transcrip
         )
     except InvalidInput as exc:
         raise InvalidInput({f"transcript.{key}": value for key, value in exc.errors.items()}) from None
+    parsed = [_exchange(item, number) for number, item in enumerate(exchanges)]
+    seen: dict[str, int] = {}
+    for number, exchange in enumerate(parsed):
+        if exchange.key in seen:  # the key names the exchange's memory in the feed state
+            raise InvalidInput.single(
+                f"transcript.exchanges[{number}].key", f"repeats exchanges[{seen[exchange.key]}].key; keys are unique"
+            )
+        seen[exchange.key] = number
     transcript = Transcript(
         harness=harness,
         path=Path(path),
-        exchanges=[_exchange(item, number) for number, item in enumerate(exchanges)],
+        exchanges=parsed,
         worth_keeping=True,  # the client's quality gate decided
         session_id=session_id,
         parent_session_id=parent_session_id,

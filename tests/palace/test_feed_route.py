@@ -73,3 +73,20 @@ def test_it_accepts_what_the_client_sends() -> None:
         },
     )
     assert transcript.exchanges[0].prompt == "p" and parent is not None and parent.cwd == "/src/orrery"
+
+
+def test_it_refuses_two_exchanges_with_one_key_naming_the_second() -> None:
+    exchange = {
+        "key": "k",
+        "index": 0,
+        "prompt": "p",
+        "reply": "r",
+        "started_at": "2026-11-30T09:00:00Z",
+        "complete": True,
+    }
+    try:
+        transcript_from_json("pi", {"path": "/p/s.jsonl", "exchanges": [exchange, exchange | {"index": 1}]})
+    except InvalidInput as exc:
+        assert list(exc.errors) == ["transcript.exchanges[1].key"] and "repeats exchanges[0].key" in str(exc)
+    else:
+        raise AssertionError("a repeated key was accepted (its feed state row would collide)")
