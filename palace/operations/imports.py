@@ -40,6 +40,7 @@ from django.conf import settings
 from palace.errors import InvalidInput
 from palace.feeding.transcripts.model import Exchange
 from palace.feeding.transcripts.text import exchange_texts
+from palace.operations.ingest import ImportDefaults
 from palace.schema.forms import MemoryForm
 from palace.schema.timefmt import format_rfc3339, parse_rfc3339
 from palace.writes import services
@@ -62,16 +63,6 @@ MAX_TEXT_CHARS = 32 * 1024
 
 class ImportProblem(InvalidInput):
     """The source cannot be read at all (a missing path, a file that is not the format)."""
-
-
-@dataclass(frozen=True)
-class Defaults:
-    """Filing for records that do not name their own (each must be in its vocabulary)."""
-
-    category: str | None = None
-    wing: str | None = None
-    room: str | None = None
-    hall: str | None = None
 
 
 @dataclass
@@ -130,7 +121,7 @@ def _clip(text: str) -> str:
     return text if len(text) <= MAX_TEXT_CHARS else text[: MAX_TEXT_CHARS - 1] + "…"
 
 
-def _filed(source: str, defaults: Defaults, named: dict[str, Any]) -> dict[str, Any]:
+def _filed(source: str, defaults: ImportDefaults, named: dict[str, Any]) -> dict[str, Any]:
     """category/wing/room/hall: the record's own where its vocabulary allows it, else the defaults."""
     env = settings.PALAZZO
     filing: dict[str, Any] = {}
@@ -174,6 +165,17 @@ def _object(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _refusal(value: Any, error: str | None, text_key: str | None = None) -> str | None:
+    """Why a source record is no memory: unreadable, not an object, or without its text under text_key."""
+    if error is not None:
+        return error
+    if not isinstance(value, dict):
+        return "must be a JSON object"
+    if text_key is not None and not (isinstance(value.get(text_key), str) and value[text_key].strip()):
+        return f"{text_key}: must be a non-empty string"
+    return None
+
+
 def _strings(value: Any) -> list[str]:
     return [item for item in value if isinstance(item, str) and item.strip()] if isinstance(value, list) else []
 
@@ -181,14 +183,15 @@ def _strings(value: Any) -> list[str]:
 # --- memory-json (the official MCP memory server) --------------------------------------------------
 
 
-def read_memory_json(path: Path, defaults: Defaults) -> Iterator[Record]:
+def read_memory_json(path: Path, defaults: ImportDefaults) -> Iterator[Record]:
     """One memory per entity: its name, type and observations, then the relations it takes part in."""
     entities: dict[str, dict[str, Any]] = {}
     relations: list[tuple[str, str, str]] = []
     for number, value, error in _json_lines(path):
         ref = f"line {number}"
-        if error is not None or not isinstance(value, dict):
-            yield Record(ref, error=error or "must be a JSON object")
+        refusal = _refusal(value, error)
+        if refusal is not None:
+            yield Record(ref, error=refusal)
         elif value.get("type") == "entity":
             name = value.get("name")
             if not isinstance(name, str) or not name.strip():
@@ -224,7 +227,7 @@ def read_memory_json(path: Path, defaults: Defaults) -> Iterator[Record]:
 _FRONT_MATTER = re.compile(r"\A---\s*\n(.*?)\n---\s*\n", re.DOTALL)
 
 
-def read_basic_memory(path: Path, defaults: Defaults) -> Iterator[Record]:
+def read_basic_memory(path: Path, defaults: ImportDefaults) -> Iterator[Record]:
     """One memory per Markdown note: its title, body (observations and relations kept as written)."""
     if not path.is_dir():
         raise ImportProblem.single("path", f"{path} is not a folder of Markdown notes")
@@ -260,7 +263,7 @@ def read_basic_memory(path: Path, defaults: Defaults) -> Iterator[Record]:
 # --- MemPalace -----------------------------------------------------------------------------------------
 
 
-def read_mempalace(path: Path, defaults: Defaults) -> Iterator[Record]:
+def read_mempalace(path: Path, defaults: ImportDefaults) -> Iterator[Record]:
     """Its export folder (or one <room>.jsonl): each line's document, filed by its own wing, room and hall."""
     if path.is_dir():
         if not (path / "export-manifest.json").is_file():
@@ -273,13 +276,11 @@ def read_mempalace(path: Path, defaults: Defaults) -> Iterator[Record]:
         wing_dir = file.parent.name if path.is_dir() and file.parent != path else None
         for number, value, error in _json_lines(file):
             ref = f"{file.relative_to(base)}:{number}"
-            if error is not None or not isinstance(value, dict):
-                yield Record(ref, error=error or "must be a JSON object")
+            refusal = _refusal(value, error, "document")
+            if refusal is not None:
+                yield Record(ref, error=refusal)
                 continue
-            document = value.get("document")
-            if not isinstance(document, str) or not document.strip():
-                yield Record(ref, error="document: must be a non-empty string")
-                continue
+            document = value["document"]
             metadata = _object(value.get("metadata"))
             named = {
                 "wing": metadata.get("wing") or wing_dir,
@@ -323,11 +324,12 @@ def _records_of(path: Path, keys: tuple[str, ...]) -> Iterator[tuple[str, Any, s
         yield f"record {index}", value, None
 
 
-def read_mem0(path: Path, defaults: Defaults) -> Iterator[Record]:
+def read_mem0(path: Path, defaults: ImportDefaults) -> Iterator[Record]:
     """mem0 memories: the `memory` text; user, agent, run and metadata kept in source_file and text."""
     for ref, value, error in _records_of(path, ("results", "memories")):
-        if error is not None or not isinstance(value, dict):
-            yield Record(ref, error=error or "must be a JSON object")
+        refusal = _refusal(value, error)
+        if refusal is not None:
+            yield Record(ref, error=refusal)
             continue
         text = value.get("memory") if isinstance(value.get("memory"), str) else value.get("text")
         if not isinstance(text, str) or not text.strip():
@@ -353,16 +355,14 @@ def read_mem0(path: Path, defaults: Defaults) -> Iterator[Record]:
 # --- mcp-memory-service --------------------------------------------------------------------------------
 
 
-def read_mcp_memory_service(path: Path, defaults: Defaults) -> Iterator[Record]:
+def read_mcp_memory_service(path: Path, defaults: ImportDefaults) -> Iterator[Record]:
     """mcp-memory-service memories: `content`, its tags and memory_type kept in the text."""
     for ref, value, error in _records_of(path, ("memories",)):
-        if error is not None or not isinstance(value, dict):
-            yield Record(ref, error=error or "must be a JSON object")
+        refusal = _refusal(value, error, "content")
+        if refusal is not None:
+            yield Record(ref, error=refusal)
             continue
-        content = value.get("content")
-        if not isinstance(content, str) or not content.strip():
-            yield Record(ref, error="content: must be a non-empty string")
-            continue
+        content = value["content"]
         tags = _strings(value.get("tags"))
         kind = value.get("memory_type") if isinstance(value.get("memory_type"), str) else None
         notes = [f"tags: {', '.join(tags)}"] if tags else []
@@ -399,7 +399,7 @@ def _conversation_records(
     conversation_id: str,
     title: str,
     turns: list[tuple[str, str, str | None]],
-    defaults: Defaults,
+    defaults: ImportDefaults,
 ) -> Iterator[Record]:
     for index, (prompt, reply, moment) in enumerate(_exchanges(turns)):
         try:
@@ -430,7 +430,7 @@ def _conversations(path: Path) -> list[Any]:
     return listed
 
 
-def read_chatgpt(path: Path, defaults: Defaults) -> Iterator[Record]:
+def read_chatgpt(path: Path, defaults: ImportDefaults) -> Iterator[Record]:
     """A ChatGPT conversations.json: each conversation's current branch (current_node up the mapping)."""
     for index, conversation in enumerate(_conversations(path)):
         ref = f"conversation {index + 1}"
@@ -467,7 +467,7 @@ def read_chatgpt(path: Path, defaults: Defaults) -> Iterator[Record]:
         yield from _conversation_records("chatgpt", ref, ident, title, turns, defaults)
 
 
-def read_claude_ai(path: Path, defaults: Defaults) -> Iterator[Record]:
+def read_claude_ai(path: Path, defaults: ImportDefaults) -> Iterator[Record]:
     """A Claude.ai conversations.json: chat_messages, human then assistant, in order."""
     for index, conversation in enumerate(_conversations(path)):
         ref = f"conversation {index + 1}"
@@ -491,7 +491,7 @@ def read_claude_ai(path: Path, defaults: Defaults) -> Iterator[Record]:
         yield from _conversation_records("claude-ai", ref, ident, title or ref, turns, defaults)
 
 
-READERS: dict[str, Callable[[Path, Defaults], Iterator[Record]]] = {
+READERS: dict[str, Callable[[Path, ImportDefaults], Iterator[Record]]] = {
     "memory-json": read_memory_json,
     "basic-memory": read_basic_memory,
     "mempalace": read_mempalace,
@@ -515,7 +515,7 @@ def _checked(record: Record) -> Record:
 
 
 def import_records(
-    *, source: str, path: Path, defaults: Defaults | None = None, dry_run: bool = False, added_by: str = ""
+    *, source: str, path: Path, defaults: ImportDefaults | None = None, dry_run: bool = False, added_by: str = ""
 ) -> Iterator[Outcome]:
     """Map a source's records and store them in batches (or, in a dry run, only validate them), one outcome each.
 
@@ -523,7 +523,7 @@ def import_records(
     """
     if source not in READERS:
         raise InvalidInput.single("source", f"{source!r} is not one of {', '.join(READERS)}")
-    reader = READERS[source](path, defaults or Defaults())
+    reader = READERS[source](path, defaults or ImportDefaults())
     window: list[Record] = []  # outcomes come in source order: failures wait for the batch around them
     for record in reader:
         window.append(_checked(record))

@@ -156,10 +156,10 @@ def fit(
             units.append(Unit(index, 0, len(text)))
         else:
             units.extend(Unit(index, start, end) for start, end in units_of(text))
+    heads = {unit.hit: unit for unit in reversed(units)}  # each hit's first unit
     if query is None:  # a listing: round by round, each memory's next unit, newest memory first
         position = {unit: index for index, unit in enumerate(units)}
-        first = {unit.hit: position[unit] for unit in reversed(units)}
-        scores = [-(position[unit] - first[unit.hit]) - unit.hit / (len(hits) + 1) for unit in units]
+        scores = [-(position[unit] - position[heads[unit.hit]]) - unit.hit / (len(hits) + 1) for unit in units]
     else:
         pieces = [texts[unit.hit][unit.start : unit.end] for unit in units]
         dense = [hits[unit.hit].dense_at(unit.start) for unit in units]
@@ -168,7 +168,11 @@ def fit(
     score_of = {unit: scores[i] for i, unit in enumerate(units)}
     chosen: dict[int, list[Unit]] = {}
     spent = answer_chars(envelope | {key: [], "cut": _cut_note(len(hits), len(hits))}, key=key)
-    heads = {unit.hit: unit for unit in reversed(units)}
+    # What a hit costs before its first passage: its fields as JSON (computed once, not per unit considered).
+    shells = [
+        len(json.dumps(_compact(_shaped(hit.memory, texts[index], [], index in whole)), ensure_ascii=False)) + 2
+        for index, hit in enumerate(hits)
+    ]
     for i in order:
         unit = units[i]
         taking = [unit]
@@ -182,8 +186,7 @@ def fit(
             for piece in taking
         )
         if unit.hit not in chosen:
-            shell = _compact(_shaped(hits[unit.hit].memory, texts[unit.hit], [], unit.hit in whole))
-            cost += len(json.dumps(shell, ensure_ascii=False)) + 2
+            cost += shells[unit.hit]
         if not taking or spent + cost > max_chars:
             continue
         spent += cost

@@ -87,13 +87,13 @@ def stop(process: subprocess.Popen[bytes]) -> None:
 
 
 @contextmanager
-def http_server(data_dir: Path, **extra_env: str) -> Iterator[str]:
-    """`manage.py serve` on a free port; yields its base URL once /healthz answers."""
+def http_server(data_dir: Path, *, workers: int = 1, **extra_env: str) -> Iterator[str]:
+    """`manage.py serve` (with that many workers) on a free port; yields its base URL once /healthz answers."""
     port = free_port()
     log = data_dir.parent / f"serve-{port}.log"
     with log.open("wb") as sink:
         process = subprocess.Popen(
-            [sys.executable, "manage.py", "serve", "--bind", f"127.0.0.1:{port}"],
+            [sys.executable, "manage.py", "serve", "--bind", f"127.0.0.1:{port}", "--workers", str(workers)],
             cwd=ROOT,
             env=server_env(data_dir, **extra_env),
             stdout=sink,

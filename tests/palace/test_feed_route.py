@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,6 +27,14 @@ exchange = st.fixed_dictionaries(
         "complete": json_values,
     },
 )
+VALID_EXCHANGE = {
+    "key": "k",
+    "index": 0,
+    "prompt": "p",
+    "reply": "r",
+    "started_at": "2026-11-30T09:00:00Z",
+    "complete": True,
+}
 transcripts = st.fixed_dictionaries(
     {},
     optional={
@@ -60,33 +69,15 @@ def test_it_accepts_what_the_client_sends() -> None:
             "cwd": None,
             "parent_path": "/home/a/.pi/s.jsonl",
             "parent_cwd": "/src/orrery",
-            "exchanges": [
-                {
-                    "key": "k",
-                    "index": 0,
-                    "prompt": "p",
-                    "reply": "r",
-                    "started_at": "2026-11-30T09:00:00Z",
-                    "complete": True,
-                }
-            ],
+            "exchanges": [VALID_EXCHANGE],
         },
     )
     assert transcript.exchanges[0].prompt == "p" and parent is not None and parent.cwd == "/src/orrery"
 
 
 def test_it_refuses_two_exchanges_with_one_key_naming_the_second() -> None:
-    exchange = {
-        "key": "k",
-        "index": 0,
-        "prompt": "p",
-        "reply": "r",
-        "started_at": "2026-11-30T09:00:00Z",
-        "complete": True,
-    }
-    try:
-        transcript_from_json("pi", {"path": "/p/s.jsonl", "exchanges": [exchange, exchange | {"index": 1}]})
-    except InvalidInput as exc:
-        assert list(exc.errors) == ["transcript.exchanges[1].key"] and "repeats exchanges[0].key" in str(exc)
-    else:
-        raise AssertionError("a repeated key was accepted (its feed state row would collide)")
+    repeated = [VALID_EXCHANGE, VALID_EXCHANGE | {"index": 1}]
+    with pytest.raises(InvalidInput) as refused:  # its feed-state row would collide with the first's
+        transcript_from_json("pi", {"path": "/p/s.jsonl", "exchanges": repeated})
+    assert list(refused.value.errors) == ["transcript.exchanges[1].key"]
+    assert "repeats exchanges[0].key" in str(refused.value)

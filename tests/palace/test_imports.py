@@ -25,6 +25,7 @@ from mcp import Client, StdioServerParameters
 from palace.engine.runtime import Palace
 from palace.operations import imports
 from palace.operations import status as palace_status
+from palace.operations.ingest import ImportDefaults
 from palace.reads import selectors
 from tests.mcpserver.conftest import CLIENT_INFO
 from tests.npm_tools import npm_tool
@@ -105,7 +106,7 @@ def test_it_imports_a_mempalace_export_with_its_own_filing_and_writers(palace: P
         {"id": "d3", "document": 42, "metadata": {}},
     ]
     (export / "projects" / "blog.jsonl").write_text("\n".join(json.dumps(line) for line in lines) + "\n{truncated\n")
-    outcomes = run("mempalace", export, defaults=imports.Defaults(wing="projects"))
+    outcomes = run("mempalace", export, defaults=ImportDefaults(wing="projects"))
     assert [outcome.status for outcome in outcomes] == ["stored", "stored", "failed", "failed"]
     assert "document" in str(outcomes[2].error) and "JSON" in str(outcomes[3].error)
     first, second = selectors.recall(ids=[outcome.id for outcome in outcomes[:2]])["memories"]

@@ -7,8 +7,6 @@ services` starts (.tools/pg-url); each test gets its own database. The assertion
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -19,7 +17,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 import pytest
 
-from tests.mcpserver.conftest import ROOT, connect, free_port, http_server, server_env, stop, wait_for_http
+from tests.mcpserver.conftest import ROOT, connect, http_server
 from tests.mcpserver.test_auth_http import manage
 from tests.palace.helpers import memory
 from tests.trust.fake_qdrant import FakeQdrant
@@ -85,39 +83,26 @@ def test_it_keeps_one_memory_per_text_when_two_servers_store_it_at_once(tmp_path
 
 def test_it_sums_every_worker_s_metrics_on_one_server(tmp_path: Path, shared_database: str) -> None:
     qdrant = FakeQdrant().start()
-    data_dir = tmp_path / "data"
     shared = {"DATABASE_URL": shared_database, "QDRANT_URL": qdrant.url}
-    port = free_port()
-    log = tmp_path / "serve.log"
-    with log.open("wb") as sink:
-        process = subprocess.Popen(
-            [sys.executable, "manage.py", "serve", "--bind", f"127.0.0.1:{port}", "--workers", "2"],
-            cwd=ROOT,
-            env=server_env(data_dir, **shared),
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-        )
-    base_url = f"http://127.0.0.1:{port}"
     try:
-        wait_for_http(base_url, process, log)
-        for _ in range(40):  # a new connection each: gunicorn hands them to either worker
-            assert httpx.get(base_url + "/healthz", timeout=30).status_code == 200
+        with http_server(tmp_path / "data", workers=2, **shared) as base_url:
+            for _ in range(40):  # a new connection each: gunicorn hands them to either worker
+                assert httpx.get(base_url + "/healthz", timeout=30).status_code == 200
 
-        def scrape() -> tuple[float, float]:
-            text = httpx.get(base_url + "/metrics", timeout=30).text
-            health = sum(
-                float(line.rsplit(" ", 1)[1])
-                for line in text.splitlines()
-                if line.startswith("palazzo_http_requests_total{") and 'route="/healthz"' in line
-            )
-            workers = next(
-                float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith("palazzo_workers ")
-            )
-            return health, workers
+            def scrape() -> tuple[float, float]:
+                text = httpx.get(base_url + "/metrics", timeout=30).text
+                health = sum(
+                    float(line.rsplit(" ", 1)[1])
+                    for line in text.splitlines()
+                    if line.startswith("palazzo_http_requests_total{") and 'route="/healthz"' in line
+                )
+                workers = next(
+                    float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith("palazzo_workers ")
+                )
+                return health, workers
 
-        answers = [scrape() for _ in range(6)]  # whichever worker answers, the sums are the server's
+            answers = [scrape() for _ in range(6)]  # whichever worker answers, the sums are the server's
         assert all(health >= 40 for health, _ in answers), answers
         assert {workers for _, workers in answers} == {2.0}, answers
     finally:
-        stop(process)
         qdrant.stop()

@@ -19,6 +19,7 @@ from tqdm import tqdm
 from palace.errors import InvalidInput, PalaceError, StoreLocked
 from palace.management.database import held_palace_error, prepare_database
 from palace.operations import imports
+from palace.operations.ingest import ImportDefaults
 
 SHOWN_FAILURES = 20
 
@@ -41,7 +42,7 @@ class Command(BaseCommand):
         if source == "qdrant":
             self._qdrant(path, options)
             return
-        defaults = imports.Defaults(
+        defaults = ImportDefaults(
             category=options["category"], wing=options["wing"], room=options["room"], hall=options["hall"]
         )
         prepare_database()
