@@ -27,6 +27,9 @@ logger = logging.getLogger(__name__)
 TAKEOVER_SECONDS = 30.0
 # How long a detached feeder waits for a server that just went away to release the palace.
 RELEASE_SECONDS = 15.0
+# How long a detached feeder keeps trying while the palace is busy and no server feeds the spool; then
+# the jobs stay queued for the next hook or server.
+FEEDER_PATIENCE_SECONDS = 600.0
 SNAPSHOT_INTERVAL_SECONDS = 5.0
 # A server's watcher starts feeding this long after the palace opened: its start-up work (migrate,
 # the first drain and snapshots) is pure Python, and on the GIL it would slow the client's first calls
@@ -209,7 +212,12 @@ def _open_when_released(data_dir: Path) -> runtime.Palace:
 
 
 def run_detached_feeder(data_dir: Path) -> list[FeedReport]:
-    """`palazzo feed --spool`: drain the spool unless a server does; give the palace up when a server asks."""
+    """`palazzo feed --spool`: drain the spool unless a server does; give the palace up when a server asks.
+
+    The feeder stays until the spool is empty or a live server holds it: a server that takes the palace
+    over and then goes away before feeding (the harness stops its MCP servers right after SessionEnd)
+    leaves the queued session to this feeder again, never to nobody.
+    """
     reports: list[FeedReport] = []
     with spool.feeder_lock(data_dir, wait_seconds=10.0) as locked:
         if not locked:
@@ -217,40 +225,56 @@ def run_detached_feeder(data_dir: Path) -> list[FeedReport]:
             return reports
         spool.recover(data_dir)
         spool.requeue_failed(data_dir)
-        # A server feeds the spool while it lives; this feeder only watches, in case the server goes away
-        # first (the harness stops its MCP servers right after SessionEnd) and leaves the session unfed.
-        holder = spool.live_holder(data_dir)
-        if (
-            holder is not None
-            and holder.get("role") == "server"
-            and spool.watch_server(data_dir, seconds=spool.SERVER_WATCH_SECONDS)
-        ):
-            return reports
-        spool.clear_stop(data_dir)
-        spool.claim_holder(data_dir, role="feeder")
-
-        def should_stop() -> bool:
-            spool.beat(data_dir)
-            return spool.stop_requested(data_dir)
-
+        deadline = time.monotonic() + FEEDER_PATIENCE_SECONDS
         try:
-            while spool.pending(data_dir) and not should_stop():
+            while spool.pending(data_dir) and time.monotonic() < deadline:
+                holder = spool.live_holder(data_dir)
+                if holder is not None and holder.get("role") == "server":
+                    # It feeds the spool while it lives; this feeder only watches, in case it goes first.
+                    if spool.watch_server(data_dir, seconds=spool.SERVER_WATCH_SECONDS):
+                        break
+                    continue
+                if spool.stop_requested(data_dir):
+                    if spool.stop_requester_alive(data_dir):
+                        time.sleep(spool.POLL_SECONDS)  # a server is opening the palace; it announces itself
+                        continue
+                    spool.clear_stop(data_dir)  # it died before taking over
                 try:
-                    _open_when_released(data_dir)
-                except StoreLocked:
-                    logger.info("another process holds the palace; the spool stays queued for it")
-                    break
+                    fed = _feed_while_holding(data_dir, reports)
                 except PalaceError as exc:
                     logger.error("cannot open the palace to feed: %s", exc)
                     break
-                reports.extend(drain(data_dir, should_stop=should_stop))
-                if not should_stop():
-                    wakeup.refresh_snapshots(data_dir)
-                # Withdrawn first, checked second: a hook that saw this holder wrote its job before.
-                spool.release_holder(data_dir)
-                if spool.pending(data_dir) and not spool.stop_requested(data_dir):
-                    spool.claim_holder(data_dir, role="feeder")
+                if not fed:
+                    time.sleep(spool.POLL_SECONDS)
+            if spool.pending(data_dir):
+                logger.info("the spool stays queued for the next hook or server")
         finally:
             runtime.close_palace()
             spool.release_holder(data_dir)
     return reports
+
+
+def _feed_while_holding(data_dir: Path, reports: list[FeedReport]) -> bool:
+    """Hold the palace and drain until the spool is empty or a server asks for it; False if it was not free."""
+    spool.claim_holder(data_dir, role="feeder")
+
+    def should_stop() -> bool:
+        spool.beat(data_dir)
+        return spool.stop_requested(data_dir)
+
+    try:
+        while spool.pending(data_dir) and not should_stop():
+            try:
+                _open_when_released(data_dir)
+            except StoreLocked:
+                logger.info("another process holds the palace; waiting for it to announce itself or go")
+                return False
+            reports.extend(drain(data_dir, should_stop=should_stop))
+            if not should_stop():
+                wakeup.refresh_snapshots(data_dir)
+        return True
+    finally:
+        # Closed before the holder file goes: a server asking for the palace finds it free once we withdraw.
+        runtime.close_palace()
+        # Withdrawn first, checked second (by the caller's loop): a hook that saw this holder wrote its job before.
+        spool.release_holder(data_dir)

@@ -316,6 +316,15 @@ def stop_requested(data_dir: Path) -> bool:
     return (spool_dir(data_dir) / STOP_FILE).exists()
 
 
+def stop_requester_alive(data_dir: Path) -> bool:
+    """Whether the server that asked the feeder to stop still runs (it may die before taking over)."""
+    try:
+        request = json.loads((spool_dir(data_dir) / STOP_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(request, dict) and _pid_alive(request.get("pid"))
+
+
 def clear_stop(data_dir: Path) -> None:
     """Forget a stop request (the server that made it holds the palace now)."""
     (spool_dir(data_dir) / STOP_FILE).unlink(missing_ok=True)

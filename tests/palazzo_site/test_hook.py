@@ -7,7 +7,10 @@ was fed is checked through palace_find over MCP.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -174,6 +177,42 @@ def test_it_feeds_in_a_detached_process_when_nobody_holds_the_palace_and_runmcp_
             seconds=30,
             what="runmcp to hold the spool",
         )
+    log = (data_dir / spool.FEEDER_LOG).read_text()
+    assert "Traceback" not in log, log
+
+
+def test_it_takes_the_session_back_when_the_server_that_took_the_palace_dies_before_feeding(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    migrate(data_dir)
+    build_log = "".join(f"[{line:05d}] lunar gear train step ok\n" for line in range(200))
+    turns = [*TURNS, *[(f"Step {index}: check the lunar gear build", f"Step {index} clean.") for index in range(200)]]
+    transcript = write_session(
+        tmp_path / f"{SESSION}.jsonl", claude_session(SESSION, CWD, turns, tool_output=build_log)
+    )
+    ended = run_hook(data_dir, session_event("SessionEnd", transcript, reason="prompt_input_exit"))
+    assert ended.returncode == 0 and ended.stderr == ""
+    shard_holder = data_dir / "shards" / "claude-memory" / "holder.json"
+    feeder = wait_for(
+        lambda: (lambda found: found if found and found.get("role") == "feeder" else None)(spool.live_holder(data_dir)),
+        what="the detached feeder",
+    )
+    wait_for(
+        lambda: shard_holder.is_file() and json.loads(shard_holder.read_text())["pid"] == feeder["pid"],
+        what="the feeder to open the palace",
+    )
+    # runmcp takes the palace over, then is killed (as a harness stops its MCP servers) before its
+    # spool watcher starts (WATCH_AFTER_SECONDS): the session must not be left to nobody.
+    with contextlib.ExitStack() as stack:
+        client = stack.enter_context(connect(stdio_parameters(data_dir), "stdio"))
+        client.ok("palace_status")
+        server_pid = json.loads(shard_holder.read_text())["pid"]
+        assert server_pid != feeder["pid"]
+        os.kill(server_pid, signal.SIGKILL)
+        with contextlib.suppress(Exception):  # the client finds its server gone
+            stack.close()
+    wait_for(lambda: spool_idle(data_dir) and spool.live_holder(data_dir) is None, what="the feeder to finish")
+    with connect(stdio_parameters(data_dir), "stdio") as client:
+        assert client.total() == len(turns)  # fed before this server started, not by it
     log = (data_dir / spool.FEEDER_LOG).read_text()
     assert "Traceback" not in log, log
 
