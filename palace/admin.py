@@ -13,6 +13,8 @@ from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
+from oauth2_provider.admin import AccessTokenAdmin as OAuthAccessTokenAdmin
+from oauth2_provider.models import get_access_token_model
 
 from palace.errors import PalaceError
 from palace.governance import audit, tokens
@@ -176,11 +178,11 @@ class PalaceOverviewAdmin(ReadOnlyAdmin):
 
 
 class ApiTokenForm(forms.ModelForm):
-    """The add form: name, owner and scope (the secret is generated)."""
+    """The add form: name, owner, the user it belongs to, and scope (the secret is generated)."""
 
     class Meta:
         model = ApiToken
-        fields = ("name", "owner", "scope")
+        fields = ("name", "owner", "user", "scope")
 
     def clean_name(self) -> str:
         name: str = self.cleaned_data["name"]
@@ -193,11 +195,11 @@ class ApiTokenForm(forms.ModelForm):
 class ApiTokenAdmin(admin.ModelAdmin):
     """API tokens: created here or with `manage.py token`; the secret is shown once; revoke, never edit."""
 
-    list_display = ("name", "owner", "scope", "wings", "created_at", "last_used_at", "revoked_at")
+    list_display = ("name", "owner", "user", "scope", "wings", "created_at", "last_used_at", "revoked_at")
     list_filter = ("scope", "revoked_at")
     search_fields = ("name", "owner")
     form = ApiTokenForm
-    fields = ("name", "owner", "scope")
+    fields = ("name", "owner", "user", "scope")
     actions = ("revoke",)
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
@@ -208,7 +210,8 @@ class ApiTokenAdmin(admin.ModelAdmin):
         return False
 
     def save_model(self, request: HttpRequest, obj: ApiToken, form: Any, change: bool) -> None:
-        created = tokens.create_token(name=obj.name, scope=obj.scope, owner=obj.owner)
+        owner = obj.user.get_username() if obj.user else None
+        created = tokens.create_token(name=obj.name, scope=obj.scope, owner=obj.owner, user=owner)
         # The admin's redirect and messages need the saved row.
         obj.pk = ApiToken.objects.get(name=created["name"]).pk
         self.message_user(
@@ -233,3 +236,18 @@ class ApiTokenAdmin(admin.ModelAdmin):
         actions = super().get_actions(request)
         actions.pop("delete_selected", None)
         return actions
+
+
+class PersonGrantAdmin(OAuthAccessTokenAdmin):
+    """Each person's OAuth grants: who granted which client what (scope, resource), until when.
+
+    Revoke with the toolkit's "Revoke selected access tokens" action: it revokes the refresh token too.
+    Rows without a person are clients' registration tokens (RFC 7592).
+    """
+
+    list_display = ("pk", "user", "application", "scope", "resource", "expires")
+    list_filter = ("application", "user")
+
+
+admin.site.unregister(get_access_token_model())
+admin.site.register(get_access_token_model(), PersonGrantAdmin)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 
 FIRST_MEMORY_ID = 1_000_000_000
@@ -92,6 +93,14 @@ class ApiToken(models.Model):
     revoked_at = models.DateTimeField(null=True, blank=True, editable=False, db_index=True)
     wings = models.JSONField(
         default=list, blank=True, editable=False, help_text="The only wings it reads and writes; empty = every wing."
+    )
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="api_tokens",
+        help_text="The person it belongs to: it stops working while they are inactive.",
     )
 
     class Meta:

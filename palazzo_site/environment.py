@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
+from urllib.parse import urlsplit
 
 from palace.feeding.devices import DEVICE_PATTERN
 
@@ -68,6 +69,16 @@ class PalazzoEnvironment:
     feed_wing: str = "projects"
     feed_hall: str = "events"
     feed_category: str = "project-memory"
+    public_url: str | None = None  # set: OAuth 2.1 sign-in on /mcp, this is the resource's origin
+    oauth_registration: str = "open"
+    oauth_redirect_hosts: tuple[str, ...] = ()  # empty: any https host, or loopback http
+    oauth_access_token_seconds: int = 3600
+    oauth_rate_limit: str = "30/m"
+
+    @property
+    def oauth_enabled(self) -> bool:
+        """Whether people sign in with OAuth on the HTTP server (PALAZZO_PUBLIC_URL is set)."""
+        return self.public_url is not None
 
 
 def _fail(name: str, value: str, rule: str) -> ConfigurationError:
@@ -116,6 +127,27 @@ def _url(name: str, raw: str) -> str:
     if not value.startswith(("http://", "https://")):
         raise _fail(name, raw, "expected an http:// or https:// URL")
     return value
+
+
+def _public_url(name: str, raw: str) -> str:
+    value = _url(name, raw)
+    parts = urlsplit(value)
+    if parts.path or parts.query or parts.fragment or not parts.hostname:
+        raise _fail(name, raw, "expected the server's origin only, e.g. https://palazzo.example.com")
+    return value
+
+
+def _rate(name: str, raw: str) -> str:
+    count, slash, period = raw.strip().partition("/")
+    if not slash or not count.isdigit() or int(count) < 1 or period not in ("s", "m", "h", "d"):
+        raise _fail(name, raw, "expected COUNT/PERIOD with PERIOD one of s, m, h, d, e.g. 30/m")
+    return raw.strip()
+
+
+def _with_public_host(hosts: tuple[str, ...], public_url: str | None) -> tuple[str, ...]:
+    """The allowed hosts, with the public URL's host: people's browsers reach the sign-in pages by that name."""
+    host = (urlsplit(public_url).hostname or "") if public_url else ""
+    return hosts if not host or host in hosts or "*" in hosts else (*hosts, host)
 
 
 def _bind(name: str, raw: str) -> str:
@@ -187,6 +219,7 @@ def read_environment(environ: Mapping[str, str] | None = None) -> PalazzoEnviron
         return parse(name, raw)
 
     data_dir = get("PALAZZO_DATA_DIR", _path, Path("~/.palazzo").expanduser())
+    public_url = get("PALAZZO_PUBLIC_URL", _public_url, None)
     threads = get("PALAZZO_EMBED_THREADS", _positive_int, 0)
     defaults: tuple[tuple[str, ...], ...] = (DEFAULT_WINGS, DEFAULT_HALLS, DEFAULT_CATEGORIES)
     wings, halls, categories = (
@@ -212,7 +245,9 @@ def read_environment(environ: Mapping[str, str] | None = None) -> PalazzoEnviron
         wal_path=get("PALAZZO_WAL", _path, data_dir / "wal.jsonl"),
         wal_verbatim=get("PALAZZO_WAL_VERBATIM", _boolean, False),
         bind=get("PALAZZO_BIND", _bind, "127.0.0.1:6334"),
-        allowed_hosts=get("PALAZZO_ALLOWED_HOSTS", _word_list, ("localhost", "127.0.0.1", "::1")),
+        allowed_hosts=_with_public_host(
+            get("PALAZZO_ALLOWED_HOSTS", _word_list, ("localhost", "127.0.0.1", "::1")), public_url
+        ),
         embed_backend=get("PALAZZO_EMBED_BACKEND", _choice(("fastembed", "ollama")), "fastembed"),
         embed_model=get("PALAZZO_EMBED_MODEL", lambda _n, raw: raw.strip(), "BAAI/bge-small-en-v1.5"),
         embed_threads=threads or None,
@@ -245,4 +280,9 @@ def read_environment(environ: Mapping[str, str] | None = None) -> PalazzoEnviron
         feed_wing=vocabulary_value("PALAZZO_FEED_WING", "projects", wings, "PALAZZO_WINGS"),
         feed_hall=vocabulary_value("PALAZZO_FEED_HALL", "events", halls, "PALAZZO_HALLS"),
         feed_category=vocabulary_value("PALAZZO_FEED_CATEGORY", "project-memory", categories, "PALAZZO_CATEGORIES"),
+        public_url=public_url,
+        oauth_registration=get("PALAZZO_OAUTH_REGISTRATION", _choice(("open", "off")), "open"),
+        oauth_redirect_hosts=get("PALAZZO_OAUTH_REDIRECT_HOSTS", _word_list, ()),
+        oauth_access_token_seconds=get("PALAZZO_OAUTH_TOKEN_SECONDS", _positive_int, 3600),
+        oauth_rate_limit=get("PALAZZO_OAUTH_RATE_LIMIT", _rate, "30/m"),
     )

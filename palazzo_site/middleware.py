@@ -47,15 +47,13 @@ class BearerAuth:
         required, identity = await anyio.to_thread.run_sync(auth.check_request, presented, server_host)
         if identity is None and required:
             if presented is None:
-                await _respond(
-                    send, 401, "this route needs Authorization: Bearer <token>", challenge='Bearer realm="palazzo"'
-                )
+                await _respond(send, 401, "this route needs Authorization: Bearer <token>", challenge=auth.challenge())
             else:
                 await _respond(
                     send,
                     401,
                     "the bearer token is not valid (unknown, malformed or revoked)",
-                    challenge='Bearer realm="palazzo", error="invalid_token"',
+                    challenge=auth.challenge("invalid_token"),
                 )
             return
         if identity is not None and not identity.can_write:
@@ -65,9 +63,9 @@ class BearerAuth:
                 await _respond(
                     send,
                     403,
-                    f"token {identity.name!r} has the read scope: {method} {path} writes to the palace and needs a "
+                    f"{identity.described} has the read scope: {method} {path} writes to the palace and needs a "
                     "token with the write scope",
-                    challenge='Bearer realm="palazzo", error="insufficient_scope", scope="write"',
+                    challenge=auth.challenge("insufficient_scope", scope="write"),
                 )
                 return
         if identity is not None:

@@ -45,6 +45,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     # Its templates and static files: /api/docs serves Swagger UI from here instead of a CDN (works offline).
     "ninja",
+    # The OAuth 2.1 authorization server of HTTP MCP (palace.routes.oauth; on with PALAZZO_PUBLIC_URL).
+    "oauth2_provider",
     "palace",
     "palazzo_site",
 ]
@@ -112,6 +114,41 @@ STATIC_ROOT.mkdir(exist_ok=True)
 WHITENOISE_USE_FINDERS = True
 DATA_UPLOAD_MAX_MEMORY_SIZE = 40 * 1024 * 1024
 
+# OAuth 2.1 for MCP clients (docs/security.md): django-oauth-toolkit as the authorization server, with
+# the admin's users signing in. Everything below only matters when PALAZZO_PUBLIC_URL is set.
+LOGIN_URL = "oauth2_provider:login"
+_PUBLIC_URL = PALAZZO.public_url or "http://127.0.0.1"
+OAUTH2_PROVIDER = {
+    "SCOPES_BACKEND_CLASS": "palace.governance.oauth.PalaceScopes",
+    "PKCE_REQUIRED": True,
+    # S256 only; no implicit or password grant (RFC 9700, OAuth 2.1).
+    "COMPLIANT_BCP_RFC9700_PKCE_METHOD": True,
+    "COMPLIANT_BCP_RFC9700_IMPLICIT_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_PASSWORD_GRANT": True,
+    "OAUTH2_RESPONSE_TYPES_SUPPORTED": ["code"],
+    "OAUTH2_GRANT_TYPES_SUPPORTED": ["authorization_code", "refresh_token"],
+    "OAUTH2_TOKEN_ENDPOINT_AUTH_METHODS_SUPPORTED": ["none", "client_secret_post", "client_secret_basic"],
+    "AUTHORIZATION_CODE_EXPIRE_SECONDS": 60,
+    "ACCESS_TOKEN_EXPIRE_SECONDS": PALAZZO.oauth_access_token_seconds,
+    "REFRESH_TOKEN_EXPIRE_SECONDS": 30 * 24 * 3600,
+    "ROTATE_REFRESH_TOKEN": True,
+    # A refresh token used twice revokes its whole family: a stolen one stops working for both.
+    "REFRESH_TOKEN_REUSE_PROTECTION": True,
+    # Native clients listen on a loopback port of their choosing (RFC 8252 section 7.3).
+    "ALLOW_LOCALHOST_LOOPBACK": True,
+    "ALLOWED_REDIRECT_URI_SCHEMES": ["https", "http"],
+    "DCR_ENABLED": PALAZZO.oauth_registration == "open",
+    "DCR_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.dcr.AllowAllDCRPermission",),
+    "OIDC_ISS_ENDPOINT": _PUBLIC_URL,
+    "OAUTH2_PROTECTED_RESOURCE_IDENTIFIER": _PUBLIC_URL + "/mcp",
+    "OAUTH2_PROTECTED_RESOURCE_AUTHORIZATION_SERVERS": [_PUBLIC_URL],
+    "OAUTH2_PROTECTED_RESOURCE_NAME": "palazzo",
+}
+if PALAZZO.public_url:
+    # The login and consent forms post from the public origin, which may sit behind a TLS proxy.
+    CSRF_TRUSTED_ORIGINS = [PALAZZO.public_url]
+    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = PALAZZO.public_url.startswith("https://")
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -119,5 +156,10 @@ LOGGING = {
     # stderr only: in stdio mode stdout carries the MCP protocol and nothing else.
     "handlers": {"stderr": {"class": "logging.StreamHandler", "stream": sys.stderr, "formatter": "plain"}},
     "root": {"handlers": ["stderr"], "level": PALAZZO.log_level},
-    "loggers": {"django": {"handlers": ["stderr"], "level": PALAZZO.log_level, "propagate": False}},
+    "loggers": {
+        "django": {"handlers": ["stderr"], "level": PALAZZO.log_level, "propagate": False},
+        # At debug level oauthlib and the toolkit log authorization codes and tokens: never below INFO.
+        "oauthlib": {"level": "INFO" if PALAZZO.log_level == "DEBUG" else PALAZZO.log_level},
+        "oauth2_provider": {"level": "INFO" if PALAZZO.log_level == "DEBUG" else PALAZZO.log_level},
+    },
 }

@@ -17,7 +17,7 @@ from typing import Any
 from django.conf import settings
 from django.db import close_old_connections
 
-from palace.governance import tokens
+from palace.governance import oauth, tokens
 from palace.governance.tokens import TokenIdentity
 
 logger = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ def bind_host(bind: str) -> str:
 
 def insecure_start_problem(bind: str) -> str | None:
     """Why serving on this address is refused (off loopback, no token, no PALAZZO_ALLOW_INSECURE), or None."""
-    if is_loopback_host(bind_host(bind)) or tokens.active_tokens_exist():
+    if is_loopback_host(bind_host(bind)) or tokens.active_tokens_exist() or oauth.enabled():
         return None
     if settings.PALAZZO.allow_insecure:
         logger.warning(
@@ -100,18 +100,38 @@ def read_scope_refusal(request_or_scope: Any, tool: str) -> str | None:
     if identity is None or identity.can_write:
         return None
     return (
-        f"[read_scope] token {identity.name!r} has the read scope: {tool} writes to the palace and needs a token "
+        f"[read_scope] {identity.described} has the read scope: {tool} writes to the palace and needs a token "
         "with the write scope; the read tools still work, and the operator can issue a write token"
     )
+
+
+def _authenticate(presented: str) -> TokenIdentity | None:
+    if presented.startswith(tokens.PREFIX + "_") or not oauth.enabled():
+        return tokens.authenticate(presented)
+    return oauth.authenticate(presented)
+
+
+def challenge(error: str | None = None, *, scope: str | None = None) -> str:
+    """The WWW-Authenticate value of a refusal; with OAuth on, it names the resource metadata (RFC 9728)."""
+    parts = ['Bearer realm="palazzo"']
+    if oauth.enabled():
+        parts.append(f'resource_metadata="{oauth.resource_metadata_url()}"')
+    if error:
+        parts.append(f'error="{error}"')
+    if scope:
+        parts.append(f'scope="{scope}"')
+    return ", ".join(parts)
 
 
 def check_request(presented: str | None, server_host: str | None) -> tuple[bool, TokenIdentity | None]:
     """(token required, identity) for one request; blocking (it reads the database), so run it in a thread."""
     close_old_connections()
     try:
-        identity = tokens.authenticate(presented) if presented else None
+        identity = _authenticate(presented) if presented else None
         if identity is not None:
             return True, identity
+        if oauth.enabled():
+            return True, None  # a public server: people sign in, nobody passes without a token
         off_loopback = not is_loopback_host(bind_host(settings.PALAZZO.bind)) or (
             server_host is not None and not is_loopback_host(server_host)
         )

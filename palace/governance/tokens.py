@@ -30,16 +30,22 @@ LAST_USED_RESOLUTION = timedelta(seconds=60)
 
 @dataclass(frozen=True)
 class TokenIdentity:
-    """Who an authenticated request is: the token's name and scope."""
+    """Who an authenticated request is: an API token's name, or the person an OAuth token acts for."""
 
     name: str
     scope: str
     wings: tuple[str, ...] | None = None  # None: every wing
+    kind: str = "token"  # "token": an API token; "user": a person signed in with OAuth
 
     @property
     def added_by(self) -> str:
-        """The writer stamp of this token's writes (journal and memories)."""
-        return f"token:{self.name}"
+        """The writer stamp of this identity's writes (journal and memories): token:<name> or user:<username>."""
+        return f"{self.kind}:{self.name}"
+
+    @property
+    def described(self) -> str:
+        """How errors name this identity: token 'ci' or user 'ada'."""
+        return f"{self.kind} {self.name!r}"
 
     @property
     def can_write(self) -> bool:
@@ -60,6 +66,7 @@ def _describe(token: ApiToken) -> dict[str, Any]:
         "last_used_at": token.last_used_at,
         "revoked_at": token.revoked_at,
         "wings": list(token.wings or []),
+        "user": token.user.get_username() if token.user else None,
     }
 
 
@@ -93,16 +100,36 @@ def _clean_wings(wings: Any) -> list[str]:
     return chosen
 
 
-def create_token(*, name: Any, scope: Any = ApiToken.Scope.WRITE, owner: Any = "", wings: Any = None) -> dict[str, Any]:
-    """Create a token (limited to wings when given); the result's `secret` is the only time it is shown."""
+def _person(username: Any) -> Any:
+    from django.contrib.auth import get_user_model
+
+    if username is None:
+        return None
+    person = get_user_model().objects.filter(username=username).first() if isinstance(username, str) else None
+    if person is None:
+        raise InvalidInput.single("user", f"no user named {username!r} (create people in the admin)")
+    return person
+
+
+def create_token(
+    *, name: Any, scope: Any = ApiToken.Scope.WRITE, owner: Any = "", wings: Any = None, user: Any = None
+) -> dict[str, Any]:
+    """Create a token (limited to wings, owned by a user when given); the result's `secret` is shown this once."""
     name, scope, owner = _clean(name, scope, owner)
     scoped_wings = _clean_wings(wings)
+    person = _person(user)
     lookup = secrets.token_hex(6)
     secret = secrets.token_urlsafe(32)
     try:
         with transaction.atomic():
             token = ApiToken.objects.create(
-                name=name, scope=scope, owner=owner, lookup=lookup, secret_hash=_hash(secret), wings=scoped_wings
+                name=name,
+                scope=scope,
+                owner=owner,
+                lookup=lookup,
+                secret_hash=_hash(secret),
+                wings=scoped_wings,
+                user=person,
             )
     except IntegrityError:
         raise InvalidInput({"name": [f"a token named {name!r} already exists (names are never reused)"]}) from None
@@ -111,7 +138,7 @@ def create_token(*, name: Any, scope: Any = ApiToken.Scope.WRITE, owner: Any = "
 
 def list_tokens() -> list[dict[str, Any]]:
     """Every token, revoked ones included, without secrets."""
-    return [_describe(token) for token in ApiToken.objects.all()]
+    return [_describe(token) for token in ApiToken.objects.select_related("user")]
 
 
 def revoke_token(*, name: Any) -> dict[str, Any]:
@@ -135,11 +162,13 @@ def authenticate(presented: str) -> TokenIdentity | None:
     parts = presented.strip().split("_", 2)
     if len(parts) != 3 or parts[0] != PREFIX or not parts[1] or not parts[2]:
         return None
-    token = ApiToken.objects.filter(lookup=parts[1]).first()
+    token = ApiToken.objects.select_related("user").filter(lookup=parts[1]).first()
     # Hash and compare even without a row, so a wrong lookup costs the same time as a wrong secret.
     expected = token.secret_hash if token is not None else "0" * 64
     if not hmac.compare_digest(_hash(parts[2]), expected) or token is None or token.revoked_at is not None:
         return None
+    if token.user is not None and not token.user.is_active:
+        return None  # its person left (or was suspended) in the admin
     now = timezone.now()
     if token.last_used_at is None or now - token.last_used_at >= LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)

@@ -87,9 +87,9 @@ def stop(process: subprocess.Popen[bytes]) -> None:
 
 
 @contextmanager
-def http_server(data_dir: Path, *, workers: int = 1, **extra_env: str) -> Iterator[str]:
+def http_server(data_dir: Path, *, workers: int = 1, port: int | None = None, **extra_env: str) -> Iterator[str]:
     """`manage.py serve` (with that many workers) on a free port; yields its base URL once /healthz answers."""
-    port = free_port()
+    port = port or free_port()
     log = data_dir.parent / f"serve-{port}.log"
     with log.open("wb") as sink:
         process = subprocess.Popen(

@@ -74,12 +74,29 @@ def test_it_reads_every_variable() -> None:
         ("PALAZZO_FEED_HALL", "attic", "PALAZZO_HALLS"),
         ("PALAZZO_FEED_CATEGORY", "attic", "PALAZZO_CATEGORIES"),
         ("PALAZZO_REMOTE_TIMEOUT", "0", "> 0"),
+        ("PALAZZO_PUBLIC_URL", "palazzo.example.com", "http://"),
+        ("PALAZZO_PUBLIC_URL", "https://palazzo.example.com/mcp", "origin only"),
+        ("PALAZZO_PUBLIC_URL", "https://palazzo.example.com/?x=1", "origin only"),
+        ("PALAZZO_OAUTH_REGISTRATION", "sometimes", "open, off"),
+        ("PALAZZO_OAUTH_TOKEN_SECONDS", "0", ">= 1"),
+        ("PALAZZO_OAUTH_RATE_LIMIT", "30", "COUNT/PERIOD"),
+        ("PALAZZO_OAUTH_RATE_LIMIT", "0/m", "COUNT/PERIOD"),
+        ("PALAZZO_OAUTH_RATE_LIMIT", "5/week", "COUNT/PERIOD"),
     ],
 )
 def test_it_fails_loudly_naming_the_variable(name: str, value: str, rule: str) -> None:
     with pytest.raises(ConfigurationError) as caught:
         read_environment({name: value})
     assert name in str(caught.value) and rule in str(caught.value)
+
+
+def test_it_lets_people_reach_the_public_host_and_keeps_oauth_off_without_a_public_url() -> None:
+    off = read_environment({})
+    assert off.oauth_enabled is False and off.public_url is None
+    on = read_environment({"PALAZZO_PUBLIC_URL": "https://palazzo.example.com/"})
+    assert on.oauth_enabled and on.public_url == "https://palazzo.example.com"
+    assert on.allowed_hosts == ("localhost", "127.0.0.1", "::1", "palazzo.example.com")
+    assert on.oauth_registration == "open" and on.oauth_rate_limit == "30/m" and on.oauth_access_token_seconds == 3600
 
 
 def test_it_files_fed_transcripts_by_configurable_defaults_and_names_the_device() -> None:

@@ -1,4 +1,4 @@
-"""`python manage.py token create NAME [--scope read|write] [--owner WHO]`, `token list`, `token revoke NAME`."""
+"""`manage.py token create NAME [--scope read|write] [--owner WHO] [--user NAME]`, `token list`, `token revoke NAME`."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ class Command(BaseCommand):
         create.add_argument("name")
         create.add_argument("--scope", choices=tokens.SCOPES, default="write")
         create.add_argument("--owner", default="", help="Who holds the token (free text).")
+        create.add_argument("--user", help="the admin user it belongs to: it stops working while that user is inactive")
         create.add_argument(
             "--wings", help="comma-separated wings: the token reads and writes only these (default: every wing)"
         )
@@ -39,7 +40,11 @@ class Command(BaseCommand):
             if options["action"] == "create":
                 wings = options["wings"].split(",") if options["wings"] is not None else None
                 token = tokens.create_token(
-                    name=options["name"], scope=options["scope"], owner=options["owner"], wings=wings
+                    name=options["name"],
+                    scope=options["scope"],
+                    owner=options["owner"],
+                    wings=wings,
+                    user=options["user"],
                 )
                 self.stderr.write(
                     f"created {token['scope']} token {token['name']!r}; its secret is shown once, store it now:"
