@@ -175,12 +175,18 @@ class ServerStore:
                 sparse_vectors_config={SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)},
                 metadata=identity.as_metadata(),
             )
-        except UnexpectedResponse as exc:
-            # Another process created it between our check and our create; its identity is checked next.
-            if exc.status_code != 409:
-                raise self._unavailable("ensure_collection", exc) from exc
         except _CLIENT_ERRORS as exc:
-            raise self._unavailable("ensure_collection", exc) from exc
+            # Another process (a worker starting beside this one) may have created it between our check and
+            # our create; servers answer that with 409 or 400 "already exists". Its identity is checked next.
+            exists = isinstance(exc, UnexpectedResponse) and exc.status_code in (400, 409) and self._exists_now()
+            if not exists:
+                raise self._unavailable("ensure_collection", exc) from exc
+
+    def _exists_now(self) -> bool:
+        try:
+            return bool(self._client.collection_exists(self._collection))
+        except _CLIENT_ERRORS:
+            return False
 
     def ensure_collection(self, identity: CollectionIdentity) -> None:
         """Open or create the collection, refusing one built by another embedding model."""

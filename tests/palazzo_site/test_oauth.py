@@ -386,6 +386,11 @@ def test_it_refuses_hostile_authorization_requests_and_writes_nothing(server: OA
     # A redirect URI one character off: an error page, never a redirect to it.
     off_by_one = outcome(authorization_url(server, client_id, redirect_uri=REDIRECT_URI[:-1] + "X"))
     assert off_by_one.status_code != 302 and "Mismatching redirect URI" in off_by_one.text
+    # A native client's loopback redirect may change its port (RFC 8252 section 7.3), nothing else.
+    other_port = outcome(authorization_url(server, client_id, redirect_uri="http://127.0.0.1:40001/callback"))
+    assert other_port.status_code == 200 and 'id="consent-form"' in other_port.text
+    other_path = outcome(authorization_url(server, client_id, redirect_uri="http://127.0.0.1:40001/callbacks"))
+    assert other_path.status_code != 302 and "Mismatching redirect URI" in other_path.text
     # PKCE missing or plain: refused back to the client with invalid_request.
     for method in (None, "plain"):
         overrides: dict[str, str | None] = {"code_challenge_method": method}
@@ -481,7 +486,10 @@ def test_it_keeps_api_tokens_beside_oauth_and_stops_a_person_s_when_they_leave(s
 
 JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=40),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=5),
+    lambda children: (
+        st.lists(children, min_size=1, max_size=4)
+        | st.dictionaries(st.text(max_size=12), children, min_size=1, max_size=5)
+    ),
     max_leaves=15,
 )
 REGISTRATION_FIELDS = ("redirect_uris", "grant_types", "token_endpoint_auth_method", "client_name", "scope")
