@@ -286,8 +286,10 @@ def _store(
             text_hash=text_hash(part.text),
         )
         rows.append(row)
-        known[part.key] = row
-    FedExchange.objects.bulk_create(rows)
+    # Another server fed the same transcript at the same moment (hooks on two hosts, a retried delivery):
+    # the store's duplicate rule gave both the same memories, and the unique key lets one row per exchange in.
+    FedExchange.objects.bulk_create(rows, ignore_conflicts=True)
+    known.update((row.key, row) for row in FedExchange.objects.filter(transcript=state, key__in=[r.key for r in rows]))
     stored = sum(1 for outcome in result["items"] if outcome["status"] == "stored")
     FedTranscript.objects.filter(pk=state.pk).update(memories_stored=state.memories_stored + stored)
     state.memories_stored += stored

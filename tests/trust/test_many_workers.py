@@ -106,3 +106,122 @@ def test_it_sums_every_worker_s_metrics_on_one_server(tmp_path: Path, shared_dat
         assert {workers for _, workers in answers} == {2.0}, answers
     finally:
         qdrant.stop()
+
+
+def test_it_resurrects_nothing_when_a_server_starts_while_another_supersedes_and_deletes(
+    tmp_path: Path, shared_database: str
+) -> None:
+    qdrant = FakeQdrant().start()
+    try:
+        shared = {"DATABASE_URL": shared_database, "QDRANT_URL": qdrant.url}
+        migrated = manage(tmp_path / "a", "migrate", "--verbosity", "0", **shared)
+        assert migrated.returncode == 0, migrated.stderr
+        run = uuid.uuid4().hex[:8]
+        with http_server(tmp_path / "a", **shared) as first, connect(first + "/mcp", "http") as client:
+            stored = [
+                client.ok(
+                    "palace_store", memory(f"Deploy fact {index} of run {run}: port {8000 + index}", room="churn")
+                )
+                for index in range(24)
+            ]
+            doomed, corrected = stored[::2], stored[1::2]
+            successors: dict[int, int] = {}
+            started = threading.Event()
+
+            def start_second() -> None:
+                with http_server(tmp_path / "b", **shared) as second:
+                    started.set()
+                    results["second"] = second
+                    finished.wait(timeout=300)
+
+            results: dict[str, str] = {}
+            finished = threading.Event()
+            starter = threading.Thread(target=start_second)
+            starter.start()  # its start-up replays whatever is pending while the writes below go on
+            for old, gone in zip(corrected, doomed, strict=True):
+                new = client.ok(
+                    "palace_supersede",
+                    {"supersedes": [old["id"]], "reason": "port moved", "text": old["text"] + " (moved)"},
+                )
+                successors[old["id"]] = new["memory"]["id"]
+                client.ok("palace_delete", {"ids": [gone["id"]], "reason": "operator approved: churn", "confirm": True})
+            assert started.wait(timeout=240), "the second server started"
+            listings = []
+            for base_url in (first, results["second"]):
+                with connect(base_url + "/mcp", "http") as reader:
+                    listed = reader.ok("palace_browse", {"room": "churn", "limit": 100})["memories"]
+                    listings.append(sorted((item["id"], item["text"]) for item in listed))
+                    recalled = reader.ok("palace_recall", {"ids": [old["id"] for old in corrected]})["memories"]
+                    assert {item["id"]: item.get("superseded_by") for item in recalled} == successors
+                    gone = reader.ok("palace_recall", {"ids": [item["id"] for item in doomed]})["missing"]
+                    assert sorted(gone) == sorted(item["id"] for item in doomed)
+            finished.set()
+            starter.join(timeout=120)
+        assert listings[0] == listings[1], "both servers answer the same"
+        assert sorted(text for _, text in listings[0]) == sorted(old["text"] + " (moved)" for old in corrected)
+        assert {memory_id for memory_id, _ in listings[0]} == set(successors.values()), "no deleted or old one is back"
+        verified = manage(tmp_path / "a", "verify", **shared)
+        assert verified.returncode == 0, verified.stdout + verified.stderr
+    finally:
+        qdrant.stop()
+
+
+def feed_body(run: str, count: int) -> dict[str, Any]:
+    """What a developer's hook sends POST /feed for one Claude Code session of `count` exchanges."""
+    return {
+        "harness": "claude-code",
+        "device": "laptop",
+        "final": True,
+        "transcript": {
+            "path": f"/home/ada/.claude/projects/orrery/{run}.jsonl",
+            "session_id": run,
+            "cwd": "/home/ada/code/orrery",
+            "exchanges": [
+                {
+                    "key": f"{run}-{index}",
+                    "index": index,
+                    "prompt": f"Step {index} of run {run}: how many teeth on gear {index}?",
+                    "reply": f"Gear {index} has {100 + index} teeth.",
+                    "started_at": f"2026-12-04T09:{index:02d}:00Z",
+                    "complete": True,
+                }
+                for index in range(count)
+            ],
+        },
+    }
+
+
+def test_it_feeds_one_memory_per_exchange_when_two_servers_get_the_same_transcript_at_once(
+    tmp_path: Path, shared_database: str
+) -> None:
+    qdrant = FakeQdrant().start()
+    try:
+        shared = {"DATABASE_URL": shared_database, "QDRANT_URL": qdrant.url}
+        migrated = manage(tmp_path / "a", "migrate", "--verbosity", "0", **shared)
+        assert migrated.returncode == 0, migrated.stderr
+        run = uuid.uuid4().hex[:8]
+        with http_server(tmp_path / "a", **shared) as first, http_server(tmp_path / "b", **shared) as second:
+            answers: list[httpx.Response] = []
+            for count in (6, 6, 9):  # the same session twice, then grown by three exchanges
+                barrier, body = threading.Barrier(2), feed_body(run, count)
+
+                def post(base_url: str, barrier: threading.Barrier, body: dict[str, Any]) -> None:
+                    barrier.wait(timeout=60)
+                    answers.append(httpx.post(base_url + "/feed", json=body, timeout=120))
+
+                threads = [threading.Thread(target=post, args=(url, barrier, body)) for url in (first, second)]
+                for thread in threads:
+                    thread.start()
+                for thread in threads:
+                    thread.join(timeout=300)
+            with connect(second + "/mcp", "http") as client:
+                listed = client.ok("palace_browse", {"room": "orrery", "limit": 100})["memories"]
+        assert [answer.status_code for answer in answers] == [200] * 6, [answer.text for answer in answers]
+        stored = sum(answer.json()["stored"] for answer in answers)
+        assert stored == 9, [answer.json() for answer in answers]
+        texts = [item["text"] for item in listed]
+        assert len(texts) == len(set(texts)) == 9, texts
+        verified = manage(tmp_path / "a", "verify", **shared)
+        assert verified.returncode == 0, verified.stdout + verified.stderr
+    finally:
+        qdrant.stop()
