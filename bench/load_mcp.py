@@ -10,6 +10,12 @@ Targets: zero errors, and find p99 under load below 10x the unloaded find p50. E
 throwaway data dir; --url targets a running one (its palace gets the bench's memories).
 
     python bench/load_mcp.py --clients 4 --seconds 15
+
+With --workers 1 2 4 it runs only the load phase, against `serve --workers N` for each N on PostgreSQL (the
+server of `make services`, a fresh database each) and a loopback Qdrant stand-in (no Qdrant server binary
+installs here), and prints one line per worker count: calls/s, latencies, errors, texts stored twice.
+
+    python bench/load_mcp.py --workers 1 2 4 --clients 8 --seconds 15
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 import httpx
@@ -78,17 +85,20 @@ def free_port() -> int:
 
 
 @contextmanager
-def own_server() -> Iterator[str]:
-    """`manage.py serve` on a free port with a throwaway data dir, stopped afterwards."""
+def own_server(*, workers: int = 1, extra_env: dict[str, str] | None = None) -> Iterator[str]:
+    """`manage.py serve` (with that many workers) on a free port with a throwaway data dir, stopped afterwards."""
     data_dir = Path(tempfile.mkdtemp(prefix="palazzo-load-"))
     env = {key: value for key, value in os.environ.items() if not key.startswith(("PALAZZO_", "QDRANT_"))}
     env.update(
         DJANGO_SETTINGS_MODULE="palazzo_site.settings", PALAZZO_DATA_DIR=str(data_dir), PALAZZO_LOG_LEVEL="warning"
     )
+    env.update(extra_env or {})
+    if extra_env:  # a shared database: create its tables before the workers start
+        subprocess.run([sys.executable, "manage.py", "migrate", "--verbosity", "0"], cwd=ROOT, env=env, check=True)
     port = free_port()
     log = (data_dir / "serve.log").open("wb")
     process = subprocess.Popen(
-        [sys.executable, "manage.py", "serve", "--bind", f"127.0.0.1:{port}"],
+        [sys.executable, "manage.py", "serve", "--bind", f"127.0.0.1:{port}", "--workers", str(workers)],
         cwd=ROOT,
         env=env,
         stdout=log,
@@ -327,6 +337,128 @@ async def main(args: argparse.Namespace, url: str) -> int:
     return 1 if failed else 0
 
 
+@contextmanager
+def shared_services() -> Iterator[dict[str, str]]:
+    """A fresh PostgreSQL database (the server of `make services`) and the loopback Qdrant stand-in.
+
+    No Qdrant server binary installs here: tests/trust/fake_qdrant.py serves Qdrant's REST endpoints from
+    qdrant-client's local mode, in its own process so the bench's clients do not share its interpreter.
+    """
+    import psycopg
+
+    pg_url_file = ROOT / ".tools" / "pg-url"
+    if not pg_url_file.is_file():
+        raise SystemExit("--workers needs PostgreSQL: run `make services` first")
+    base = pg_url_file.read_text().strip()
+    parts = urlsplit(base)
+    admin = urlunsplit(parts._replace(path="/postgres"))
+    name = f"palazzo_load_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(admin, autocommit=True) as connection:
+        connection.execute(f'CREATE DATABASE "{name}"')
+    port = free_port()
+    stand_in = subprocess.Popen([sys.executable, "-c", STAND_IN.format(port=port)], cwd=ROOT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/collections", timeout=2)
+                break
+            except httpx.HTTPError:
+                if time.monotonic() > deadline or stand_in.poll() is not None:
+                    raise SystemExit("the Qdrant stand-in did not start") from None
+                time.sleep(0.2)
+        yield {
+            "DATABASE_URL": urlunsplit(parts._replace(path=f"/{name}")),
+            "QDRANT_URL": f"http://127.0.0.1:{port}",
+            "STAND_IN_PID": str(stand_in.pid),
+        }
+    finally:
+        os.killpg(stand_in.pid, signal.SIGTERM)
+        stand_in.wait(timeout=30)
+        with psycopg.connect(admin, autocommit=True) as connection:
+            connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+STAND_IN = (
+    "import time, tests.trust.fake_qdrant as f; q = f.FakeQdrant(port={port}).start()\nwhile True: time.sleep(3600)"
+)
+
+
+async def stored_texts(url: str) -> list[str]:
+    """Every memory's text, from GET /export (to count texts stored twice)."""
+    async with httpx.AsyncClient(timeout=600) as http:
+        answer = await http.get(url + "/export")
+        answer.raise_for_status()
+    return [json.loads(line)["text"] for line in answer.text.splitlines() if line.strip()]
+
+
+def cpu_seconds(pid: str) -> float:
+    """User plus system CPU time a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def worker_row(args: argparse.Namespace, url: str, workers: int, stand_in_pid: str) -> str:
+    """One worker count's line: calls/s, latencies, errors, texts stored twice, the stand-in's CPU share."""
+    ids = await seed(url, args.seed)
+    stand_in_before = cpu_seconds(stand_in_pid)
+    mix = ("palace_store",) * args.store + ("palace_find",) * args.find + ("palace_recall",) * args.recall
+    phase = await run_phase(
+        url,
+        Phase(f"{workers} workers"),
+        clients=args.clients,
+        seconds=args.seconds,
+        max_calls=args.max_calls,
+        mix=mix,
+        ids=ids,
+    )
+    stand_in_share = (cpu_seconds(stand_in_pid) - stand_in_before) / phase.seconds
+    calls = sum(len(values) for values in phase.latencies.values())
+    find = phase.latencies.get("palace_find") or [float("nan")]
+    store = phase.latencies.get("palace_store") or [float("nan")]
+    texts = await stored_texts(url)
+    for sample in phase.error_samples[:3]:
+        print(f"   error ({workers} workers): {sample}", file=sys.stderr)
+    return (
+        f"{workers:>7} {calls / phase.seconds:>8.1f} {percentile(find, 0.5):>9.1f} {percentile(find, 0.95):>9.1f} "
+        f"{percentile(store, 0.5):>10.1f} {sum(phase.errors.values()):>6} {len(texts) - len(set(texts)):>10} "
+        f"{len(texts):>8} {stand_in_share:>14.0%}"
+    )
+
+
+def run_worker_curve(args: argparse.Namespace) -> int:
+    """`--workers 1 2 4`: the same load against serve with each worker count, on PostgreSQL and a Qdrant server.
+
+    "stand-in CPU" is the share of one core the Qdrant stand-in used during the phase: near 100 % it, not
+    palazzo, limits the calls per second (it serves every request from one Python process).
+    """
+    rows = []
+    for workers in args.workers:
+        print(f"-- {workers} workers: starting (PostgreSQL + the Qdrant stand-in)", file=sys.stderr)
+        with shared_services() as env:
+            stand_in_pid = env.pop("STAND_IN_PID")
+            with own_server(workers=workers, extra_env=env) as url:
+                rows.append(anyio.run(worker_row, args, url, workers, stand_in_pid))
+    mix = f"store:find:recall = {args.store}:{args.find}:{args.recall}"
+    print(f"\n{args.clients} sessions, {args.seconds:.0f} s each, {mix}")
+    columns = (
+        "workers",
+        "calls/s",
+        "find p50",
+        "find p95",
+        "store p50",
+        "errors",
+        "duplicates",
+        "memories",
+        "stand-in CPU",
+    )
+    widths = (7, 8, 9, 9, 10, 6, 10, 8, 14)
+    print(" ".join(f"{name:>{width}}" for name, width in zip(columns, widths, strict=True)))
+    for row in rows:
+        print(row)
+    return 0
+
+
 def parse_arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", help="a running server (default: start one with a throwaway data dir)")
@@ -340,11 +472,20 @@ def parse_arguments() -> argparse.Namespace:
     parser.add_argument(
         "--ingest-items", type=int, default=2000, help="bulk ingest size for the third phase (0 skips it)"
     )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        nargs="+",
+        help="instead of the phases: the load phase against `serve --workers N` for each N, side by side, on "
+        "PostgreSQL (make services) and a loopback Qdrant stand-in",
+    )
     return parser.parse_args()
 
 
 if __name__ == "__main__":
     arguments = parse_arguments()
+    if arguments.workers:
+        sys.exit(run_worker_curve(arguments))
     if arguments.url:
         sys.exit(anyio.run(main, arguments, arguments.url.rstrip("/")))
     with own_server() as server_url:

@@ -66,4 +66,5 @@ class SecuredApplication:
         await self.root(scope, replay, send)
 
 
-application = SecuredApplication(PalazzoApplication())
+# Several workers or hosts: no MCP session state between requests (PALAZZO_HTTP_STATELESS, docs/operations.md).
+application = SecuredApplication(PalazzoApplication(stateless=settings.PALAZZO.http_stateless))

@@ -69,6 +69,7 @@ class PalazzoEnvironment:
     feed_wing: str = "projects"
     feed_hall: str = "events"
     feed_category: str = "project-memory"
+    http_stateless: bool = False  # /mcp keeps no session between requests (several workers or hosts)
     public_url: str | None = None  # set: OAuth 2.1 sign-in on /mcp, this is the resource's origin
     oauth_registration: str = "open"
     oauth_redirect_hosts: tuple[str, ...] = ()  # empty: any https host, or loopback http
@@ -280,6 +281,7 @@ def read_environment(environ: Mapping[str, str] | None = None) -> PalazzoEnviron
         feed_wing=vocabulary_value("PALAZZO_FEED_WING", "projects", wings, "PALAZZO_WINGS"),
         feed_hall=vocabulary_value("PALAZZO_FEED_HALL", "events", halls, "PALAZZO_HALLS"),
         feed_category=vocabulary_value("PALAZZO_FEED_CATEGORY", "project-memory", categories, "PALAZZO_CATEGORIES"),
+        http_stateless=get("PALAZZO_HTTP_STATELESS", _boolean, False),
         public_url=public_url,
         oauth_registration=get("PALAZZO_OAUTH_REGISTRATION", _choice(("open", "off")), "open"),
         oauth_redirect_hosts=get("PALAZZO_OAUTH_REDIRECT_HOSTS", _word_list, ()),

@@ -44,6 +44,10 @@ def on_starting(server: Any) -> None:
         server.log.error(problem)
         print(problem, file=sys.stderr, flush=True)
         sys.exit(1)
+    if server.cfg.workers > 1 and "PALAZZO_HTTP_STATELESS" not in os.environ:
+        # An MCP session lives in one worker's memory and the next request may reach another worker:
+        # several workers answer /mcp statelessly (each request stands alone), as several hosts must.
+        os.environ["PALAZZO_HTTP_STATELESS"] = "1"
     if server.cfg.workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         # Set before any worker forks (and imports prometheus-client), so every worker writes its counters
         # there and /metrics sums them; removed when the server exits.

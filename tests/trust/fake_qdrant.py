@@ -34,7 +34,7 @@ def _jsonable(value: Any) -> Any:
 class FakeQdrant:
     """The server, its local-mode backing store and its current mode."""
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         self.mode = "up"
         self.hold_seconds = 30.0
         self.local = QdrantClient(":memory:")
@@ -95,7 +95,7 @@ class FakeQdrant:
             def do_DELETE(self) -> None:
                 self._serve()
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 

@@ -81,6 +81,23 @@ def test_it_keeps_one_memory_per_text_when_two_servers_store_it_at_once(tmp_path
         qdrant.stop()
 
 
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "lb", "version": "1"}},
+}
+
+
+def status_call(number: int) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": number + 1,
+        "method": "tools/call",
+        "params": {"name": "palace_status", "arguments": {}},
+    }
+
+
 def test_it_sums_every_worker_s_metrics_on_one_server(tmp_path: Path, shared_database: str) -> None:
     qdrant = FakeQdrant().start()
     shared = {"DATABASE_URL": shared_database, "QDRANT_URL": qdrant.url}
@@ -102,6 +119,18 @@ def test_it_sums_every_worker_s_metrics_on_one_server(tmp_path: Path, shared_dat
                 return health, workers
 
             answers = [scrape() for _ in range(6)]  # whichever worker answers, the sums are the server's
+            # MCP over fresh connections (as a load balancer spreads them): every call answered, whichever
+            # worker takes it (a session kept in one worker's memory would be "not found" in the other).
+            headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-06-18"}
+            opened = httpx.post(base_url + "/mcp", headers=headers, json=INITIALIZE, timeout=60)
+            assert opened.status_code == 200, opened.text
+            session = {"Mcp-Session-Id": opened.headers["mcp-session-id"]} if "mcp-session-id" in opened.headers else {}
+            calls = [
+                httpx.post(base_url + "/mcp", headers=headers | session, json=status_call(number), timeout=60)
+                for number in range(16)
+            ]
+            assert [call.status_code for call in calls] == [200] * 16, [call.text[:200] for call in calls]
+            assert all('"total"' in call.text for call in calls)
         assert all(health >= 40 for health, _ in answers), answers
         assert {workers for _, workers in answers} == {2.0}, answers
     finally:
