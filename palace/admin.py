@@ -13,8 +13,6 @@ from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
-from oauth2_provider.admin import AccessTokenAdmin as OAuthAccessTokenAdmin
-from oauth2_provider.models import get_access_token_model
 
 from palace.errors import PalaceError
 from palace.governance import audit, tokens
@@ -238,16 +236,24 @@ class ApiTokenAdmin(admin.ModelAdmin):
         return actions
 
 
-class PersonGrantAdmin(OAuthAccessTokenAdmin):
-    """Each person's OAuth grants: who granted which client what (scope, resource), until when.
+def register_oauth_admin() -> None:
+    """With OAuth on: each person's grants in the admin (the toolkit's token admin, with scope and resource)."""
+    from oauth2_provider.admin import AccessTokenAdmin
+    from oauth2_provider.models import get_access_token_model
 
-    Revoke with the toolkit's "Revoke selected access tokens" action: it revokes the refresh token too.
-    Rows without a person are clients' registration tokens (RFC 7592).
-    """
+    class PersonGrantAdmin(AccessTokenAdmin):
+        """Each person's OAuth grants: who granted which client what (scope, resource), until when.
 
-    list_display = ("pk", "user", "application", "scope", "resource", "expires")
-    list_filter = ("application", "user")
+        Revoke with the toolkit's "Revoke selected access tokens" action: it revokes the refresh token too.
+        Rows without a person are clients' registration tokens (RFC 7592).
+        """
+
+        list_display = ("pk", "user", "application", "scope", "resource", "expires")
+        list_filter = ("application", "user")
+
+    admin.site.unregister(get_access_token_model())
+    admin.site.register(get_access_token_model(), PersonGrantAdmin)
 
 
-admin.site.unregister(get_access_token_model())
-admin.site.register(get_access_token_model(), PersonGrantAdmin)
+if settings.PALAZZO.oauth_enabled:
+    register_oauth_admin()

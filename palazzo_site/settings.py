@@ -45,11 +45,13 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     # Its templates and static files: /api/docs serves Swagger UI from here instead of a CDN (works offline).
     "ninja",
-    # The OAuth 2.1 authorization server of HTTP MCP (palace.routes.oauth; on with PALAZZO_PUBLIC_URL).
-    "oauth2_provider",
     "palace",
     "palazzo_site",
 ]
+if PALAZZO.oauth_enabled:
+    # The OAuth 2.1 authorization server of HTTP MCP (palace.routes.oauth). Only then: its import costs
+    # every start-up ~45 ms (runmcp's first answer waits for it); `serve` migrates its tables at start.
+    INSTALLED_APPS.insert(INSTALLED_APPS.index("palace"), "oauth2_provider")
 
 MIDDLEWARE = [
     "palazzo_site.http.HostGuardMiddleware",

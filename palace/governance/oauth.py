@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.utils import timezone
@@ -20,6 +21,7 @@ READ = "read"
 WRITE = "write"
 WING_PREFIX = "wing:"
 MCP_PATH = "/mcp"
+LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
 
 
 def enabled() -> bool:
@@ -65,6 +67,24 @@ def identity_for(scope: str, username: str) -> TokenIdentity:
     scopes = scope.split()
     wings = tuple(item[len(WING_PREFIX) :] for item in scopes if item.startswith(WING_PREFIX))
     return TokenIdentity(name=username, scope=WRITE if WRITE in scopes else READ, wings=wings or None, kind="user")
+
+
+def redirect_uri_problem(uri: Any) -> str | None:
+    """Why a client's redirect URI is refused (https, or http on loopback per RFC 8252), or None."""
+    if not isinstance(uri, str) or not uri:
+        return "each redirect_uri must be a non-empty string"
+    parts = urlsplit(uri)
+    host = (parts.hostname or "").lower()
+    if parts.fragment or not host:
+        return f"redirect_uri {uri!r} must be an absolute URI without a fragment"
+    if parts.scheme == "http" and host in LOOPBACK_HOSTS:
+        return None  # a native client's loopback listener (RFC 8252 section 7.3)
+    if parts.scheme != "https":
+        return f"redirect_uri {uri!r} must use https (or http on 127.0.0.1, [::1] or localhost)"
+    allowed = settings.PALAZZO.oauth_redirect_hosts
+    if allowed and host not in allowed:
+        return f"redirect_uri {uri!r}: this server registers clients redirecting to {', '.join(allowed)} only"
+    return None
 
 
 class PalaceScopes:

@@ -32,7 +32,6 @@ from palace.governance import oauth
 
 # Only these grants may be registered: the authorization code flow (with PKCE) and its refresh tokens.
 REGISTRABLE_GRANTS = ("authorization_code", "refresh_token")
-LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
 
 
 def _too_many(request: HttpRequest) -> HttpResponse:
@@ -164,24 +163,6 @@ class RevokeView(oauth_views.RevokeTokenView):
     """The revocation endpoint (RFC 7009)."""
 
 
-def redirect_uri_problem(uri: Any) -> str | None:
-    """Why a client's redirect URI is refused (https, or http on loopback per RFC 8252), or None."""
-    if not isinstance(uri, str) or not uri:
-        return "each redirect_uri must be a non-empty string"
-    parts = urlsplit(uri)
-    host = (parts.hostname or "").lower()
-    if parts.fragment or not host:
-        return f"redirect_uri {uri!r} must be an absolute URI without a fragment"
-    if parts.scheme == "http" and host in LOOPBACK_HOSTS:
-        return None  # a native client's loopback listener (RFC 8252 section 7.3)
-    if parts.scheme != "https":
-        return f"redirect_uri {uri!r} must use https (or http on 127.0.0.1, [::1] or localhost)"
-    allowed = settings.PALAZZO.oauth_redirect_hosts
-    if allowed and host not in allowed:
-        return f"redirect_uri {uri!r}: this server registers clients redirecting to {', '.join(allowed)} only"
-    return None
-
-
 @method_decorator(csrf_exempt, name="dispatch")
 @method_decorator(rate_limited("register"), name="dispatch")
 class RegistrationView(oauth_views.DynamicClientRegistrationView):
@@ -199,7 +180,7 @@ class RegistrationView(oauth_views.DynamicClientRegistrationView):
         if not isinstance(uris, list) or not uris:
             return _refusal("invalid_redirect_uri", "redirect_uris must be a non-empty array")
         for uri in uris:
-            problem = redirect_uri_problem(uri)
+            problem = oauth.redirect_uri_problem(uri)
             if problem:
                 return _refusal("invalid_redirect_uri", problem)
         grants = metadata.get("grant_types", ["authorization_code"])

@@ -31,7 +31,7 @@ from mcp.client.auth import OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
-from palace.routes.oauth import redirect_uri_problem
+from palace.governance.oauth import redirect_uri_problem
 from tests.mcpserver.conftest import CLIENT_INFO, Palazzo, free_port, http_server
 from tests.mcpserver.test_auth_http import manage, token_client
 from tests.palace.helpers import memory
