@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,19 +70,25 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
 
 
 @contextmanager
-def token_client(url: str, token: str) -> Iterator[Palazzo]:
+def http_session(url: str, make_http: Callable[[], Any]) -> Iterator[Palazzo]:
+    """An SDK client session over Streamable HTTP through the httpx2 client make_http returns (headers, auth)."""
+
     @asynccontextmanager
     async def transport() -> Any:
-        async with (
-            create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http,
-            streamable_http_client(url, http_client=http) as streams,
-        ):
+        async with make_http() as http, streamable_http_client(url, http_client=http) as streams:
             yield streams
 
     with start_blocking_portal() as portal:
         client = Client(transport(), mode="legacy", client_info=CLIENT_INFO, read_timeout_seconds=120)
         with portal.wrap_async_context_manager(client):
             yield Palazzo(portal, client, "http")
+
+
+@contextmanager
+def token_client(url: str, token: str) -> Iterator[Palazzo]:
+    """An SDK client session presenting a bearer token."""
+    with http_session(url, lambda: create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})) as palazzo:
+        yield palazzo
 
 
 def test_it_answers_healthz_without_a_token(secured: Secured) -> None:

@@ -145,27 +145,42 @@ def test_it_hands_the_transcript_to_the_runmcp_holding_the_palace_and_injects_th
         wait_for(lambda: len(fed_memories(client)) == 3, what="runmcp to feed the queued transcript")
 
 
-def test_it_feeds_in_a_detached_process_when_nobody_holds_the_palace_and_runmcp_takes_over(tmp_path: Path) -> None:
-    data_dir = tmp_path / "data"
-    migrate(data_dir)
+SHARD_HOLDER = Path("shards") / "claude-memory" / "holder.json"
+
+
+def long_session(tmp_path: Path, steps: int) -> tuple[Path, list[tuple[str, str]]]:
+    """A session long enough that feeding it outlasts the moves a test makes meanwhile."""
     build_log = "".join(f"[{line:05d}] lunar gear train step ok\n" for line in range(200))
-    turns = [*TURNS, *[(f"Step {index}: check the lunar gear build", f"Step {index} clean.") for index in range(80)]]
+    turns = [*TURNS, *[(f"Step {index}: check the lunar gear build", f"Step {index} clean.") for index in range(steps)]]
     transcript = write_session(
         tmp_path / f"{SESSION}.jsonl", claude_session(SESSION, CWD, turns, tool_output=build_log)
     )
-    started = time.monotonic()
-    ended = run_hook(data_dir, session_event("SessionEnd", transcript, reason="prompt_input_exit"))
-    assert ended.returncode == 0 and ended.stderr == ""
-    assert time.monotonic() - started < 30  # returned without feeding (the feed takes far longer than this)
-    holder = wait_for(
+    return transcript, turns
+
+
+def feeder_holding_the_palace(data_dir: Path) -> dict[str, Any]:
+    """Wait for the detached feeder a hook started to open the palace; its holder record."""
+    holder: dict[str, Any] = wait_for(
         lambda: (lambda found: found if found and found.get("role") == "feeder" else None)(spool.live_holder(data_dir)),
         what="the detached feeder",
     )
-    shard_holder = data_dir / "shards" / "claude-memory" / "holder.json"
+    shard_holder = data_dir / SHARD_HOLDER
     wait_for(
         lambda: shard_holder.is_file() and json.loads(shard_holder.read_text())["pid"] == holder["pid"],
         what="the feeder to open the palace",
     )
+    return holder
+
+
+def test_it_feeds_in_a_detached_process_when_nobody_holds_the_palace_and_runmcp_takes_over(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    migrate(data_dir)
+    transcript, turns = long_session(tmp_path, steps=80)
+    started = time.monotonic()
+    ended = run_hook(data_dir, session_event("SessionEnd", transcript, reason="prompt_input_exit"))
+    assert ended.returncode == 0 and ended.stderr == ""
+    assert time.monotonic() - started < 30  # returned without feeding (the feed takes far longer than this)
+    feeder_holding_the_palace(data_dir)
     # runmcp starting now must not fail: it asks the feeder to let go, then feeds the rest itself.
     with connect(stdio_parameters(data_dir), "stdio") as client:
         assert client.ok("palace_status")["total"] >= 0
@@ -184,22 +199,11 @@ def test_it_feeds_in_a_detached_process_when_nobody_holds_the_palace_and_runmcp_
 def test_it_takes_the_session_back_when_the_server_that_took_the_palace_dies_before_feeding(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     migrate(data_dir)
-    build_log = "".join(f"[{line:05d}] lunar gear train step ok\n" for line in range(200))
-    turns = [*TURNS, *[(f"Step {index}: check the lunar gear build", f"Step {index} clean.") for index in range(200)]]
-    transcript = write_session(
-        tmp_path / f"{SESSION}.jsonl", claude_session(SESSION, CWD, turns, tool_output=build_log)
-    )
+    transcript, turns = long_session(tmp_path, steps=200)
     ended = run_hook(data_dir, session_event("SessionEnd", transcript, reason="prompt_input_exit"))
     assert ended.returncode == 0 and ended.stderr == ""
-    shard_holder = data_dir / "shards" / "claude-memory" / "holder.json"
-    feeder = wait_for(
-        lambda: (lambda found: found if found and found.get("role") == "feeder" else None)(spool.live_holder(data_dir)),
-        what="the detached feeder",
-    )
-    wait_for(
-        lambda: shard_holder.is_file() and json.loads(shard_holder.read_text())["pid"] == feeder["pid"],
-        what="the feeder to open the palace",
-    )
+    shard_holder = data_dir / SHARD_HOLDER
+    feeder = feeder_holding_the_palace(data_dir)
     # runmcp takes the palace over, then is killed (as a harness stops its MCP servers) before its
     # spool watcher starts (WATCH_AFTER_SECONDS): the session must not be left to nobody.
     with contextlib.ExitStack() as stack:

@@ -11,8 +11,8 @@ import hashlib
 import json
 import secrets
 import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
@@ -23,17 +23,14 @@ import anyio.to_thread
 import httpx
 import httpx2
 import pytest
-from anyio.from_thread import start_blocking_portal
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from mcp import Client
 from mcp.client.auth import OAuthClientProvider
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
 from palace.governance.oauth import redirect_uri_problem
-from tests.mcpserver.conftest import CLIENT_INFO, Palazzo, free_port, http_server
-from tests.mcpserver.test_auth_http import manage, token_client
+from tests.mcpserver.conftest import Palazzo, free_port, http_server
+from tests.mcpserver.test_auth_http import http_session, manage, token_client
 from tests.palace.helpers import memory
 
 pytestmark = pytest.mark.slow
@@ -217,18 +214,8 @@ def sdk_oauth_client(url: str, storage: MemoryTokens, **consent: Any) -> Iterato
         callback_handler=callback,
     )
 
-    @asynccontextmanager
-    async def transport() -> AsyncIterator[Any]:
-        async with (
-            httpx2.AsyncClient(auth=provider, timeout=60) as http,
-            streamable_http_client(url, http_client=http) as streams,
-        ):
-            yield streams
-
-    with start_blocking_portal() as portal:
-        client = Client(transport(), mode="legacy", client_info=CLIENT_INFO, read_timeout_seconds=120)
-        with portal.wrap_async_context_manager(client):
-            yield Palazzo(portal, client, "http")
+    with http_session(url, lambda: httpx2.AsyncClient(auth=provider, timeout=60)) as palazzo:
+        yield palazzo
 
 
 def exported(server: OAuthServer) -> list[dict[str, Any]]:
