@@ -1,7 +1,9 @@
 """Scale: the embedded store filled to a million memories, one line of figures per size.
 
 For each size it prints the fill rate, find p50/p95 (plain, and filtered to one room of eight) with the real
-model embedding each query, the process's peak RSS, the data dir's size on disk, and a background index
+model embedding each query, the process's RSS after the build (all, and "anon": without the pages of the
+store's memory-mapped files, which the kernel can drop and read again) and its peak so far (MiB), the data
+dir's size on disk, and a background index
 build: how long it took, the builder process's peak RSS, and find's p50 while it ran (finds must keep
 answering). Figures only; it never asserts.
 
@@ -49,14 +51,12 @@ def synthetic_vectors(rng: np.random.Generator, centres: np.ndarray, count: int)
     return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
 
 
-def rss_mib(pid: int | str = "self") -> float:
-    """A process's resident memory now, in MiB (0 when it is gone)."""
-    try:
+def rss_mib(pid: int | str = "self", field: str = "VmRSS") -> float:
+    """A process's resident memory now, in MiB (0 when it is gone); RssAnon: its own, without mapped files."""
+    with contextlib.suppress(OSError):
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
-    except OSError:
-        pass
     return 0.0
 
 
@@ -83,8 +83,9 @@ def time_finds(queries: list[str], find: Any, **filters: Any) -> list[float]:
 def build_index_measured(store: Any, queries: list[str], find: Any) -> tuple[float, float, list[float]]:
     """Start a background index build now; its seconds, the builder's peak RSS, and finds timed while it ran."""
     with store._write_lock:  # the bench asks for a build at each size instead of after every N writes
-        store._written_since_index = store._index_after = max(store._index_after, 1)
+        store._written_since_index = store._index_after = 1
         store._index_if_due()
+        store._index_after = 0  # and none after it: the next fill is measured without builds
     started = time.perf_counter()
     builder_peak = 0.0
     during: list[float] = []
@@ -127,7 +128,8 @@ def main() -> None:
         flush=True,
     )
     print(
-        f"{'memories':>9} {'fill/s':>8} {'find p50':>9} {'p95':>7} {'room p50':>9} {'p95':>7} {'RSS MiB':>8} "
+        f"{'memories':>9} {'fill/s':>8} {'find p50':>9} {'p95':>7} {'room p50':>9} {'p95':>7} {'RSS now':>8} "
+        f"{'anon':>6} {'peak':>6} "
         f"{'disk MiB':>9} {'build s':>8} {'builder MiB':>12} {'find p50 during build':>22}",
         flush=True,
     )
@@ -164,7 +166,9 @@ def main() -> None:
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(
             f"{size:>9,} {fill_rate:>8.0f} {statistics.median(plain):>9.2f} {percentile(plain, 0.95):>7.2f} "
-            f"{statistics.median(room):>9.2f} {percentile(room, 0.95):>7.2f} {peak:>8.0f} {disk_mib(data_dir):>9.0f} "
+            f"{statistics.median(room):>9.2f} {percentile(room, 0.95):>7.2f} {rss_mib():>8.0f} "
+            f"{rss_mib(field='RssAnon'):>6.0f} {peak:>6.0f} "
+            f"{disk_mib(data_dir):>9.0f} "
             f"{build_seconds:>8.1f} {builder_mib:>12.0f} "
             f"{(statistics.median(during) if during else float('nan')):>18.2f} ({len(during)})",
             flush=True,

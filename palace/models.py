@@ -198,3 +198,22 @@ class FedExchange(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key} -> {self.memory_id}"
+
+
+class WakeUpSnapshot(models.Model):
+    """A project's wake-up context, kept in the database when several hosts share the palace.
+
+    With PostgreSQL and a Qdrant server (palace.engine.locks.shared_palace) every host answers /wake-up and
+    every SessionStart hook reads from here, so the context does not depend on which host prepared it; one
+    palazzo process alone keeps them in files of its data dir (palace.feeding.snapshots).
+    """
+
+    key = models.CharField(max_length=32, unique=True, help_text="snapshots.room_key: the room's hash, or _palace.")
+    room = models.TextField(null=True, blank=True, help_text="The project (room); empty for the palace-wide one.")
+    payload = models.JSONField(null=True, blank=True, help_text="The context and the ids it shows; empty: wanted.")
+    journal_mark = models.BigIntegerField(default=0, help_text="The newest journal entry when it was prepared.")
+    wanted = models.BooleanField(default=False, help_text="A hook asked for it: the next refresh prepares it.")
+    written_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"wake-up {self.room or '(palace)'} @ journal {self.journal_mark}"

@@ -2,7 +2,8 @@
 
 Standard library only, and it never opens the palace or takes its lock (runmcp may be starting at
 the same moment): SessionStart prints the wake-up context from a snapshot file (or, with PALAZZO_URL,
-from the server's /wake-up); Stop, PreCompact and SessionEnd queue the transcript in the spool and
+from the server's /wake-up; with PostgreSQL and a Qdrant server, several hosts sharing the palace, from
+the database's snapshots, with psycopg); Stop, PreCompact and SessionEnd queue the transcript in the spool and
 return, and the process holding the palace feeds it; when nobody holds it (or the palace is remote)
 a detached `palazzo feed --spool` is started. Every failure is one line on stderr and exit status 0:
 the agent keeps working.
@@ -101,6 +102,8 @@ def wake_up(env: PalazzoEnvironment, event: dict[str, Any]) -> str | None:
         snapshot = _remote_request(
             env, f"/wake-up?{query}", timeout=min(REMOTE_WAKE_UP_TIMEOUT, env.remote_timeout_seconds)
         )
+    elif database := snapshots.shared_database(env.database_url, env.qdrant_url):
+        snapshot = snapshots.read_shared(database, room)  # several hosts share the palace: their database's
     else:
         snapshot = snapshots.read(env.data_dir, room)
     body = snapshot.get("context") if isinstance(snapshot, dict) else None

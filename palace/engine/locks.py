@@ -55,9 +55,18 @@ class PalaceWriteLock:
             self._local.release()
 
 
+def shared_palace() -> bool:
+    """Whether several processes or hosts may serve this palace: PostgreSQL and a Qdrant server.
+
+    Only a Qdrant server lets several processes write one palace (the embedded store has one writer), and
+    only a database server lets them share the journal; then what one host prepares for the others (the
+    write lock, wake-up snapshots) lives in the database.
+    """
+    return connection.vendor == "postgresql" and bool(settings.PALAZZO.qdrant_url)
+
+
 def _database_lock(*, take: bool) -> None:
-    # Only a Qdrant server lets several processes write one palace (the embedded store has one writer).
-    if connection.vendor != "postgresql" or not settings.PALAZZO.qdrant_url:
+    if not shared_palace():
         return
     if take:
         _take_database_lock()

@@ -16,7 +16,7 @@ from django.db import close_old_connections, connection
 
 from palace.engine import runtime
 from palace.errors import PalaceError, StoreLocked
-from palace.feeding import exchanges, snapshots, spool, wakeup
+from palace.feeding import exchanges, spool, wakeup
 from palace.feeding.exchanges import Destination, FeedReport
 from palace.feeding.transcripts import TranscriptError, parse_transcript
 from palace.models import JournalEntry
@@ -172,7 +172,7 @@ class SpoolWatcher:
         last_entry = JournalEntry.objects.order_by("-id").values_list("id", flat=True).first()
         previous, refreshed_at = self._snapshot_mark
         due = last_entry != previous and time.monotonic() - refreshed_at >= SNAPSHOT_INTERVAL_SECONDS
-        if due or snapshots.wanted(self.data_dir) or previous is None:
+        if due or wakeup.wanted_rooms(self.data_dir) or previous is None:
             wakeup.refresh_snapshots(self.data_dir)
             self._snapshot_mark = (last_entry, time.monotonic())
 

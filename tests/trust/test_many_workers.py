@@ -7,6 +7,7 @@ services` starts (.tools/pg-url); each test gets its own database. The assertion
 
 from __future__ import annotations
 
+import json
 import threading
 import uuid
 from collections.abc import Iterator
@@ -17,9 +18,11 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 import pytest
 
+from palace.feeding import snapshots
 from tests.mcpserver.conftest import ROOT, connect, http_server
 from tests.mcpserver.test_auth_http import manage
 from tests.palace.helpers import memory
+from tests.palazzo_site.test_hook import run_hook, wait_for
 from tests.trust.fake_qdrant import FakeQdrant
 
 pytestmark = pytest.mark.slow
@@ -252,5 +255,77 @@ def test_it_feeds_one_memory_per_exchange_when_two_servers_get_the_same_transcri
         assert len(texts) == len(set(texts)) == 9, texts
         verified = manage(tmp_path / "a", "verify", **shared)
         assert verified.returncode == 0, verified.stdout + verified.stderr
+    finally:
+        qdrant.stop()
+
+
+def stored_snapshot(database_url: str, room: str | None) -> dict[str, Any] | None:
+    """The wake-up snapshot of a room as the shared database holds it (palace.models.WakeUpSnapshot)."""
+    import psycopg
+
+    with psycopg.connect(database_url) as connection:
+        row = connection.execute(
+            "SELECT payload FROM palace_wakeupsnapshot WHERE key = %s AND payload IS NOT NULL",
+            [snapshots.room_key(room)],
+        ).fetchone()
+    return row[0] if row else None
+
+
+def test_it_answers_every_host_s_wake_up_from_the_snapshot_one_host_prepared(
+    tmp_path: Path, shared_database: str
+) -> None:
+    import psycopg
+
+    qdrant = FakeQdrant().start()
+    try:
+        shared = {"DATABASE_URL": shared_database, "QDRANT_URL": qdrant.url}
+        migrated = manage(tmp_path / "a", "migrate", "--verbosity", "0", **shared)
+        assert migrated.returncode == 0, migrated.stderr
+        run = uuid.uuid4().hex[:8]
+        room = {"room": "orrery"}
+        with http_server(tmp_path / "a", **shared) as first, http_server(tmp_path / "b", **shared) as second:
+            fed = httpx.post(first + "/feed", json=feed_body(run, 3), timeout=120)
+            assert fed.status_code == 200 and fed.json()["stored"] == 3, fed.text
+            # After the writes, a host's spool watcher prepares the fed project's snapshot, in the database.
+            prepared = wait_for(
+                lambda: (found := stored_snapshot(shared_database, "orrery")) and run in found["context"] and found,
+                seconds=120,
+                what="the fed project's wake-up snapshot in the database",
+            )
+            woken = [httpx.get(url + "/wake-up", params=room, timeout=60).json() for url in (second, first)]
+            assert woken[0] == woken[1] == {"context": prepared["context"], "room": "orrery"}
+            # Host B serves the table's row (nothing was written since it was prepared), not its own reading.
+            marker = f"prepared once for every host ({run})"
+            with psycopg.connect(shared_database, autocommit=True) as connection:
+                connection.execute(
+                    "UPDATE palace_wakeupsnapshot SET payload = jsonb_set(payload, '{context}', to_jsonb(%s::text)) "
+                    "WHERE key = %s",
+                    [marker, snapshots.room_key("orrery")],
+                )
+            assert httpx.get(second + "/wake-up", params=room, timeout=60).json()["context"] == marker
+            # A write on host A makes that row stale: host B prepares the context again and stores it for all.
+            with connect(first + "/mcp", "http") as client:
+                client.ok(
+                    "palace_store", memory(f"Orrery note of run {run}: the crank turns the date dial", room="orrery")
+                )
+            after = httpx.get(second + "/wake-up", params=room, timeout=60).json()["context"]
+            assert "the crank turns the date dial" in after and marker not in after
+            assert httpx.get(first + "/wake-up", params=room, timeout=60).json()["context"] == after
+            assert (stored_snapshot(shared_database, "orrery") or {}).get("context") == after
+            # A SessionStart hook on a third host, whose data dir holds no snapshot file, reads the same.
+            event = {"hook_event_name": "SessionStart", "session_id": run, "cwd": "/home/ada/code/orrery"}
+            hooked = run_hook(tmp_path / "c", event, **shared)
+            assert hooked.returncode == 0 and not hooked.stderr, hooked.stderr
+            assert after in json.loads(hooked.stdout)["hookSpecificOutput"]["additionalContext"]
+            # A project nobody prepared yet: the hook gets the palace-wide one and asks for the project's.
+            other = run_hook(tmp_path / "c", event | {"cwd": f"/home/ada/code/new-{run}"}, **shared)
+            palace_wide = (stored_snapshot(shared_database, None) or {}).get("context")
+            assert palace_wide and palace_wide in json.loads(other.stdout)["hookSpecificOutput"]["additionalContext"]
+            wait_for(
+                lambda: stored_snapshot(shared_database, f"new-{run}"),
+                seconds=120,
+                what="a host to prepare the project the hook asked for",
+            )
+        assert not list((tmp_path / "c").glob("wake-up/*")), "the hook's host keeps no snapshot file"
     finally:
         qdrant.stop()
