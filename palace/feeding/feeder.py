@@ -227,12 +227,13 @@ def run_detached_feeder(data_dir: Path) -> list[FeedReport]:
         spool.requeue_failed(data_dir)
         deadline = time.monotonic() + FEEDER_PATIENCE_SECONDS
         try:
-            while spool.pending(data_dir) and time.monotonic() < deadline:
+            while (spool.pending(data_dir) or spool.live_holder(data_dir)) and time.monotonic() < deadline:
                 holder = spool.live_holder(data_dir)
                 if holder is not None and holder.get("role") == "server":
                     # It feeds the spool while it lives; this feeder only watches, in case it goes first.
                     if spool.watch_server(data_dir, seconds=spool.SERVER_WATCH_SECONDS):
                         break
+                    spool.recover(data_dir)  # what it had in hand when it went is queued again
                     continue
                 if spool.stop_requested(data_dir):
                     if spool.stop_requester_alive(data_dir):

@@ -296,14 +296,19 @@ def feeder_active(data_dir: Path) -> bool:
     return False
 
 
+def _claimed(data_dir: Path) -> bool:
+    """Whether some job is being fed (renamed .working by whoever claimed it)."""
+    return any(spool_dir(data_dir).glob(f"*{WORKING_SUFFIX}"))
+
+
 def watch_server(data_dir: Path, *, seconds: float) -> bool:
-    """Wait while a live server has queued work to feed; False when it went away and left work queued."""
+    """Wait while a live server has work queued or in hand; False when it went away and left work behind."""
     deadline = time.monotonic() + seconds
     while (holder := live_holder(data_dir)) is not None and holder.get("role") == "server":
-        if not pending(data_dir) or time.monotonic() > deadline:
+        if not (pending(data_dir) or _claimed(data_dir)) or time.monotonic() > deadline:
             return True
         time.sleep(POLL_SECONDS)
-    return not pending(data_dir) and not any(spool_dir(data_dir).glob(f"*{FAILED_SUFFIX}"))
+    return not pending(data_dir) and not _claimed(data_dir) and not any(spool_dir(data_dir).glob(f"*{FAILED_SUFFIX}"))
 
 
 def request_stop(data_dir: Path) -> None:

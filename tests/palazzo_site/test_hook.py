@@ -271,3 +271,27 @@ def test_it_queues_a_subagent_s_own_transcript_at_subagent_stop(tmp_path: Path) 
         assert (job["path"], job["event"], job["final"]) == (str(subagent), "SubagentStop", False)
     finally:
         spool.release_holder(data_dir)
+
+
+def test_it_feeds_the_session_a_killed_server_had_in_hand(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    migrate(data_dir)
+    transcript, turns = long_session(tmp_path, steps=4)
+    with contextlib.ExitStack() as stack:
+        client = stack.enter_context(connect(stdio_parameters(data_dir), "stdio"))
+        assert client.total() == 0
+        wait_for(lambda: (spool.live_holder(data_dir) or {}).get("role") == "server", what="runmcp to hold the spool")
+        # The state runmcp's watcher is in while it feeds a job: the job renamed .working, the spool empty.
+        queued = spool.enqueue(data_dir, spool.Job(harness="claude-code", path=str(transcript), final=True))
+        assert spool.claim(queued) is not None and not spool.pending(data_dir)
+        feeder = subprocess.Popen([str(PALAZZO), "feed", "--spool"], env=server_env(data_dir), stderr=subprocess.PIPE)
+        time.sleep(2)
+        assert feeder.poll() is None, "a feeder waits for the live server that has a job in hand"
+        os.kill(json.loads((data_dir / SHARD_HOLDER).read_text())["pid"], signal.SIGKILL)
+        with contextlib.suppress(Exception):  # the client finds its server gone
+            stack.close()
+    _, errors = feeder.communicate(timeout=180)
+    assert feeder.returncode == 0, errors
+    assert spool_idle(data_dir)
+    with connect(stdio_parameters(data_dir), "stdio") as client:
+        assert client.total() == len(turns)  # fed by the feeder, before this server started
