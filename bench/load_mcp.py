@@ -255,6 +255,11 @@ async def seed(url: str, count: int) -> list[int]:
         return [item["memory"]["id"] for item in data["items"]]
 
 
+def tool_mix(args: argparse.Namespace) -> tuple[str, ...]:
+    """The tools a loaded session picks from, each as often as its weight."""
+    return ("palace_store",) * args.store + ("palace_find",) * args.find + ("palace_recall",) * args.recall
+
+
 def report(phase: Phase) -> None:
     calls = sum(len(values) for values in phase.latencies.values())
     errors = sum(phase.errors.values())
@@ -284,7 +289,7 @@ def report(phase: Phase) -> None:
 
 async def main(args: argparse.Namespace, url: str) -> int:
     ids = await seed(url, args.seed)
-    mix = ("palace_store",) * args.store + ("palace_find",) * args.find + ("palace_recall",) * args.recall
+    mix = tool_mix(args)
     baseline = await run_phase(
         url,
         Phase("baseline (1 session, find only)"),
@@ -402,7 +407,7 @@ async def worker_row(args: argparse.Namespace, url: str, workers: int, stand_in_
     """One worker count's line: calls/s, latencies, errors, texts stored twice, the stand-in's CPU share."""
     ids = await seed(url, args.seed)
     stand_in_before = cpu_seconds(stand_in_pid)
-    mix = ("palace_store",) * args.store + ("palace_find",) * args.find + ("palace_recall",) * args.recall
+    mix = tool_mix(args)
     phase = await run_phase(
         url,
         Phase(f"{workers} workers"),

@@ -208,8 +208,8 @@ class ApiTokenAdmin(admin.ModelAdmin):
         return False
 
     def save_model(self, request: HttpRequest, obj: ApiToken, form: Any, change: bool) -> None:
-        owner = obj.user.get_username() if obj.user else None
-        created = tokens.create_token(name=obj.name, scope=obj.scope, owner=obj.owner, user=owner)
+        username = obj.user.get_username() if obj.user else None
+        created = tokens.create_token(name=obj.name, scope=obj.scope, owner=obj.owner, user=username)
         # The admin's redirect and messages need the saved row.
         obj.pk = ApiToken.objects.get(name=created["name"]).pk
         self.message_user(

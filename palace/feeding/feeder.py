@@ -216,7 +216,8 @@ def run_detached_feeder(data_dir: Path) -> list[FeedReport]:
 
     The feeder stays until the spool is empty or a live server holds it: a server that takes the palace
     over and then goes away before feeding (the harness stops its MCP servers right after SessionEnd)
-    leaves the queued session to this feeder again, never to nobody.
+    leaves the queued session to this feeder again, never to nobody. It holds the palace only inside
+    _feed_while_holding, which closes it and withdraws as holder whatever happens.
     """
     reports: list[FeedReport] = []
     with spool.feeder_lock(data_dir, wait_seconds=10.0) as locked:
@@ -226,32 +227,30 @@ def run_detached_feeder(data_dir: Path) -> list[FeedReport]:
         spool.recover(data_dir)
         spool.requeue_failed(data_dir)
         deadline = time.monotonic() + FEEDER_PATIENCE_SECONDS
-        try:
-            while (spool.pending(data_dir) or spool.live_holder(data_dir)) and time.monotonic() < deadline:
-                holder = spool.live_holder(data_dir)
-                if holder is not None and holder.get("role") == "server":
-                    # It feeds the spool while it lives; this feeder only watches, in case it goes first.
-                    if spool.watch_server(data_dir, seconds=spool.SERVER_WATCH_SECONDS):
-                        break
-                    spool.recover(data_dir)  # what it had in hand when it went is queued again
-                    continue
-                if spool.stop_requested(data_dir):
-                    if spool.stop_requester_alive(data_dir):
-                        time.sleep(spool.POLL_SECONDS)  # a server is opening the palace; it announces itself
-                        continue
-                    spool.clear_stop(data_dir)  # it died before taking over
-                try:
-                    fed = _feed_while_holding(data_dir, reports)
-                except PalaceError as exc:
-                    logger.error("cannot open the palace to feed: %s", exc)
+        while time.monotonic() < deadline:
+            holder = spool.live_holder(data_dir)
+            if holder is None and not spool.pending(data_dir):
+                break
+            if holder is not None and holder.get("role") == "server":
+                # It feeds the spool while it lives; this feeder only watches, in case it goes first.
+                if spool.watch_server(data_dir, seconds=spool.SERVER_WATCH_SECONDS):
                     break
-                if not fed:
-                    time.sleep(spool.POLL_SECONDS)
-            if spool.pending(data_dir):
-                logger.info("the spool stays queued for the next hook or server")
-        finally:
-            runtime.close_palace()
-            spool.release_holder(data_dir)
+                spool.recover(data_dir)  # what it had in hand when it went is queued again
+                continue
+            if spool.stop_requested(data_dir):
+                if spool.stop_requester_alive(data_dir):
+                    time.sleep(spool.POLL_SECONDS)  # a server is opening the palace; it announces itself
+                    continue
+                spool.clear_stop(data_dir)  # it died before taking over
+            try:
+                fed = _feed_while_holding(data_dir, reports)
+            except PalaceError as exc:
+                logger.error("cannot open the palace to feed: %s", exc)
+                break
+            if not fed:
+                time.sleep(spool.POLL_SECONDS)
+        if spool.pending(data_dir):
+            logger.info("the spool stays queued for the next hook or server")
     return reports
 
 

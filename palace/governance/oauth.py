@@ -9,6 +9,7 @@ be bound to, and the identity (`user:<username>`) an access token stands for.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -62,10 +63,20 @@ def granted_scope(*, write: bool, wings: list[str] | None) -> str:
     return " ".join(parts)
 
 
+def scope_wings(scopes: Iterable[str]) -> list[str]:
+    """The wings named by the wing:<name> scopes among scopes."""
+    return [item[len(WING_PREFIX) :] for item in scopes if item.startswith(WING_PREFIX)]
+
+
+def is_this_resource(uri: str) -> bool:
+    """Whether a resource indicator names this server's /mcp (a trailing slash aside)."""
+    return uri.rstrip("/") == resource_identifier()
+
+
 def identity_for(scope: str, username: str) -> TokenIdentity:
     """The identity a granted scope gives a person: write or read, limited to its wing scopes if any."""
     scopes = scope.split()
-    wings = tuple(item[len(WING_PREFIX) :] for item in scopes if item.startswith(WING_PREFIX))
+    wings = tuple(scope_wings(scopes))
     return TokenIdentity(name=username, scope=WRITE if WRITE in scopes else READ, wings=wings or None, kind="user")
 
 

@@ -75,7 +75,7 @@ class ConsentForm(AllowForm):
         """Turn the person's choices into the granted scope; never more than the client asked for."""
         cleaned = super().clean() or {}
         requested = set(str(cleaned.get("scope") or "").split())
-        asked = {scope[len(oauth.WING_PREFIX) :] for scope in requested if scope.startswith(oauth.WING_PREFIX)}
+        asked = set(oauth.scope_wings(requested))
         chosen = [wing for wing in cleaned.get("wings") or [] if wing in (asked or settings.PALAZZO.wings)]
         if cleaned.get("allow") and not chosen:
             raise forms.ValidationError("choose at least one wing, or deny")
@@ -117,8 +117,7 @@ class ConsentView(oauth_views.AuthorizationView):
         initial: dict[str, Any] = super().get_initial()
         initial["resource"] = oauth.resource_identifier()
         requested = str(initial.get("scope") or "").split()
-        asked_wings = [scope[len(oauth.WING_PREFIX) :] for scope in requested if scope.startswith(oauth.WING_PREFIX)]
-        initial["wings"] = asked_wings or list(settings.PALAZZO.wings)
+        initial["wings"] = oauth.scope_wings(requested) or list(settings.PALAZZO.wings)
         initial["write"] = oauth.WRITE in requested
         return initial
 
@@ -132,7 +131,7 @@ class ConsentView(oauth_views.AuthorizationView):
 
     def form_valid(self, form: Any) -> HttpResponse:
         """Refuse a tampered resource; every grant is for this server's /mcp."""
-        if str(form.cleaned_data.get("resource") or "").rstrip("/") != oauth.resource_identifier():
+        if not oauth.is_this_resource(str(form.cleaned_data.get("resource") or "")):
             return _refusal("invalid_target", "the grant must be for this server's /mcp")
         form.cleaned_data["resource"] = oauth.resource_identifier()
         response: HttpResponse = super().form_valid(form)
@@ -144,7 +143,7 @@ def _request_problem(request: HttpRequest) -> tuple[str, str] | None:
     if request.GET.get("code_challenge") and request.GET.get("code_challenge_method") != "S256":
         return "invalid_request", "PKCE must use code_challenge_method S256 (plain is refused)"
     for resource in request.GET.getlist("resource"):
-        if resource.rstrip("/") != oauth.resource_identifier():
+        if not oauth.is_this_resource(resource):
             return "invalid_target", f"resource {resource!r} is not this server; expected {oauth.resource_identifier()}"
     return None
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -45,8 +47,26 @@ def shared_database() -> Iterator[str]:
     try:
         yield urlunsplit(parts._replace(path=f"/{name}"))
     finally:
-        with psycopg.connect(admin, autocommit=True) as connection:
-            connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        # PostgreSQL 15 refuses WITH (FORCE) while an autovacuum worker (a superuser process) is in the
+        # database; it is gone within moments, so the drop is tried again.
+        for attempt in range(20):
+            try:
+                with psycopg.connect(admin, autocommit=True) as connection:
+                    connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+                break
+            except psycopg.errors.InsufficientPrivilege:
+                if attempt == 19:
+                    raise
+                time.sleep(0.5)
+
+
+def at_once(*calls: Callable[[], None]) -> None:
+    """Run the calls in threads started together, and wait for all of them."""
+    threads = [threading.Thread(target=call) for call in calls]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
 
 
 @pytest.fixture
@@ -75,11 +95,7 @@ def test_it_keeps_one_memory_per_text_when_two_servers_store_it_at_once(tmp_path
                     barrier.wait(timeout=60)  # both servers get each text at the same moment
                     results[name].append(client.ok("palace_store", memory(text, room="shared")))
 
-        threads = [threading.Thread(target=store_all, args=pair) for pair in (("a", first), ("b", second))]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=300)
+        at_once(lambda: store_all("a", first), lambda: store_all("b", second))
         with connect(second + "/mcp", "http") as client:
             listed = client.ok("palace_browse", {"room": "shared", "limit": 100})["memories"]
     for one, other in zip(results["a"], results["b"]):
@@ -228,11 +244,7 @@ def test_it_feeds_one_memory_per_exchange_when_two_servers_get_the_same_transcri
                 barrier.wait(timeout=60)
                 answers.append(httpx.post(base_url + "/feed", json=body, timeout=120))
 
-            threads = [threading.Thread(target=post, args=(url, barrier, body)) for url in (first, second)]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join(timeout=300)
+            at_once(*(partial(post, url, barrier, body) for url in (first, second)))
         with connect(second + "/mcp", "http") as client:
             listed = client.ok("palace_browse", {"room": "orrery", "limit": 100})["memories"]
     assert [answer.status_code for answer in answers] == [200] * 6, [answer.text for answer in answers]
