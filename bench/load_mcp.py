@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import signal
 import socket
 import statistics
@@ -85,8 +86,8 @@ def free_port() -> int:
 
 
 @contextmanager
-def own_server(*, workers: int = 1, extra_env: dict[str, str] | None = None) -> Iterator[str]:
-    """`manage.py serve` (with that many workers) on a free port with a throwaway data dir, stopped afterwards."""
+def own_server(*, workers: int = 1, extra_env: dict[str, str] | None = None) -> Iterator[tuple[str, int]]:
+    """`manage.py serve` (that many workers) on a free port with a throwaway data dir: its URL and process group."""
     data_dir = Path(tempfile.mkdtemp(prefix="palazzo-load-"))
     env = {key: value for key, value in os.environ.items() if not key.startswith(("PALAZZO_", "QDRANT_"))}
     env.update(
@@ -119,7 +120,7 @@ def own_server(*, workers: int = 1, extra_env: dict[str, str] | None = None) -> 
             if time.monotonic() > deadline:
                 raise SystemExit("the server did not start within 180 s")
             time.sleep(0.2)
-        yield url
+        yield url, process.pid  # its own session: the group of serve and its workers
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGTERM)
@@ -403,10 +404,38 @@ def cpu_seconds(pid: str) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def worker_row(args: argparse.Namespace, url: str, workers: int, stand_in_pid: str) -> str:
-    """One worker count's line: calls/s, latencies, errors, texts stored twice, the stand-in's CPU share."""
+def group_cpu_seconds(group: int) -> float:
+    """User plus system CPU time the live processes of a process group (serve and its workers) have used."""
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        if int(fields[2]) == group:
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def own_cpu_seconds() -> float:
+    """User plus system CPU time of this process: the bench's MCP client sessions."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def machine_busy_seconds() -> tuple[float, float]:
+    """CPU seconds the whole machine was busy, and all its CPU seconds, since boot (/proc/stat)."""
+    ticks = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    idle = ticks[3] + ticks[4]  # idle and iowait
+    return (sum(ticks) - idle) / os.sysconf("SC_CLK_TCK"), sum(ticks) / os.sysconf("SC_CLK_TCK")
+
+
+async def worker_row(args: argparse.Namespace, url: str, workers: int, stand_in_pid: str, server_group: int) -> str:
+    """One worker count's line: calls/s, latencies, errors, texts stored twice, where the CPU went."""
     ids = await seed(url, args.seed)
     stand_in_before = cpu_seconds(stand_in_pid)
+    server_before, clients_before = group_cpu_seconds(server_group), own_cpu_seconds()
+    busy_before, all_before = machine_busy_seconds()
     mix = tool_mix(args)
     phase = await run_phase(
         url,
@@ -418,6 +447,10 @@ async def worker_row(args: argparse.Namespace, url: str, workers: int, stand_in_
         ids=ids,
     )
     stand_in_share = (cpu_seconds(stand_in_pid) - stand_in_before) / phase.seconds
+    server_share = (group_cpu_seconds(server_group) - server_before) / phase.seconds
+    clients_share = (own_cpu_seconds() - clients_before) / phase.seconds
+    busy_after, all_after = machine_busy_seconds()
+    machine_share = (busy_after - busy_before) / max(all_after - all_before, 1e-9)
     calls = sum(len(values) for values in phase.latencies.values())
     find = phase.latencies.get("palace_find") or [float("nan")]
     store = phase.latencies.get("palace_store") or [float("nan")]
@@ -427,23 +460,26 @@ async def worker_row(args: argparse.Namespace, url: str, workers: int, stand_in_
     return (
         f"{workers:>7} {calls / phase.seconds:>8.1f} {percentile(find, 0.5):>9.1f} {percentile(find, 0.95):>9.1f} "
         f"{percentile(store, 0.5):>10.1f} {sum(phase.errors.values()):>6} {len(texts) - len(set(texts)):>10} "
-        f"{len(texts):>8} {stand_in_share:>14.0%}"
+        f"{len(texts):>8} {stand_in_share:>14.0%} {server_share:>11.0%} {clients_share:>11.0%} {machine_share:>12.0%}"
     )
 
 
 def run_worker_curve(args: argparse.Namespace) -> int:
     """`--workers 1 2 4`: the same load against serve with each worker count, on PostgreSQL and a Qdrant server.
 
-    "stand-in CPU" is the share of one core the Qdrant stand-in used during the phase: near 100 % it, not
-    palazzo, limits the calls per second (it serves every request from one Python process).
+    Where the CPU went during the phase, each as a share of one core: the Qdrant stand-in ("stand-in CPU":
+    near 100 % it, not palazzo, limits the calls per second, as it serves every request from one Python
+    process), serve and its workers ("palazzo CPU"), this process's client sessions ("clients CPU"); and
+    how busy the whole machine was ("machine busy", of all its cores): near 100 % no worker count can go
+    faster, whatever palazzo does.
     """
     rows = []
     for workers in args.workers:
         print(f"-- {workers} workers: starting (PostgreSQL + the Qdrant stand-in)", file=sys.stderr)
         with shared_services() as env:
             stand_in_pid = env.pop("STAND_IN_PID")
-            with own_server(workers=workers, extra_env=env) as url:
-                rows.append(anyio.run(worker_row, args, url, workers, stand_in_pid))
+            with own_server(workers=workers, extra_env=env) as (url, server_group):
+                rows.append(anyio.run(worker_row, args, url, workers, stand_in_pid, server_group))
     mix = f"store:find:recall = {args.store}:{args.find}:{args.recall}"
     print(f"\n{args.clients} sessions, {args.seconds:.0f} s each, {mix}")
     columns = (
@@ -456,8 +492,11 @@ def run_worker_curve(args: argparse.Namespace) -> int:
         "duplicates",
         "memories",
         "stand-in CPU",
+        "palazzo CPU",
+        "clients CPU",
+        "machine busy",
     )
-    widths = (7, 8, 9, 9, 10, 6, 10, 8, 14)
+    widths = (7, 8, 9, 9, 10, 6, 10, 8, 14, 11, 11, 12)
     print(" ".join(f"{name:>{width}}" for name, width in zip(columns, widths, strict=True)))
     for row in rows:
         print(row)
@@ -493,6 +532,6 @@ if __name__ == "__main__":
         sys.exit(run_worker_curve(arguments))
     if arguments.url:
         sys.exit(anyio.run(main, arguments, arguments.url.rstrip("/")))
-    with own_server() as server_url:
+    with own_server() as (server_url, _group):
         code = anyio.run(main, arguments, server_url)
     sys.exit(code)

@@ -40,7 +40,7 @@ from palace.store.base import (
 from palace.store.generations import ShardGenerations
 from palace.store.indexer import BackgroundIndexing
 from palace.store.keywords import document_vectors, search_legs
-from palace.store.shard import IDENTITY_FILE, MIN_FREE_BYTES, load_shard, shard_config
+from palace.store.shard import IDENTITY_FILE, MIN_FREE_BYTES, field_index, load_shard, shard_config
 
 logger = logging.getLogger(__name__)
 
@@ -121,9 +121,6 @@ def _edge_leg(leg: neutral.Leg) -> Any:
     if leg.sparse is not None:
         return qe.Query.Nearest(_edge_sparse(leg.sparse), using=leg.using)
     return qe.Query.Nearest(leg.dense or [], using=leg.using)
-
-
-_INDEX_TYPES = {"keyword": qe.PayloadSchemaType.Keyword, "datetime": qe.PayloadSchemaType.Datetime}
 
 
 class EdgeStore(BackgroundIndexing):
@@ -243,12 +240,24 @@ class EdgeStore(BackgroundIndexing):
         if not identity_file.is_file():
             identity_file.write_text(json.dumps(identity.as_metadata()))
         self._identity = identity
-        existing = self._shard.info().payload_schema
-        for key, kind in PAYLOAD_INDEXES:
-            if key not in existing:
-                self._shard.update(qe.UpdateOperation.create_field_index(key, _INDEX_TYPES[kind]))
+        self._make_payload_indexes()
         self._written_since_index = max(0, self._shard.info().points_count - self._indexed_points(live))
         self._index_if_due()
+
+    def _make_payload_indexes(self) -> None:
+        """Create the missing payload indexes, and make again those made before they were memory-mapped."""
+        existing = self.shard.info().payload_schema
+        for key, kind in PAYLOAD_INDEXES:
+            wanted = field_index(key, kind)
+            if key in existing:
+                made = existing[key].params
+                if made is not None and (made.memory, made.enable_hnsw) == (wanted.memory, wanted.enable_hnsw):
+                    continue
+                # A palace from before keeps the index in RAM with a graph per value; dropped and made again
+                # (once: a crash in between leaves it missing, and the next open makes it).
+                logger.info("making the payload index of %r again, memory-mapped", key)
+                self.shard.update(qe.UpdateOperation.delete_field_index(key))
+            self.shard.update(qe.UpdateOperation.create_field_index(key, wanted))
 
     @property
     def shard(self) -> qe.EdgeShard:

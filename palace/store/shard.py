@@ -30,6 +30,24 @@ DENSE_DATATYPE = "float16"
 # corpus took 8.9-10.6 ms at 1k memories with the default pool against 6.8-7.8 ms with one thread (12.6-12.9
 # against 8.0-9.8 ms at 10k), and the query's model run after such a search was 1-2 ms slower.
 SEARCH_THREADS = 1
+# How many segments a build leaves. Edge's default (one per CPU: two here) merges what was written since
+# the last build into a large segment and indexes it again, so each build cost as much as the palace was
+# large (10k writes at a time: 14 s, then 38-59 s per build by 80k); with eight, a build indexes what was
+# written since the last one, merged with the smallest segment once there are eight (14 s per build up to
+# 70k, then 22 s each, flat to 120k). A search visits every segment's graph.
+SEGMENTS = 8
+# Qdrant's own HNSW settings, spelled out because a configuration that sets the graph's memory must name
+# them all: 16 links per node, 100 candidates while building, filtered searches expected to match fewer
+# than 10,000 KB of vectors scan the payload index's points instead of walking the graph.
+HNSW_M = 16
+HNSW_EF_CONSTRUCT = 100
+HNSW_FULL_SCAN_THRESHOLD_KB = 10_000
+# The payload fields finds narrow by that get graph links of their own in every build (payload graphs),
+# so a search in one room walks a graph of that room. Qdrant adds such a graph for every value of every
+# indexed keyword field with enough points; for the others (hall, category, added_by, session, text_hash,
+# the dates) they cost a graph the size of the palace each and no find walks them: the build at 100k took
+# 197 s with them all and 50 s with these two, at the same find latency and recall (bench/bench_scale.py).
+GRAPH_FIELDS = frozenset({"room", "wing"})
 EDGE_CONFIG_FILE = "edge_config.json"  # Edge's record of the configuration a shard was created with
 _DATATYPES = {"float16": qe.VectorStorageDatatype.Float16, "float32": qe.VectorStorageDatatype.Float32}
 _BYTES_PER_DIMENSION = {"float16": 2, "float32": 4}
@@ -45,7 +63,7 @@ def shard_datatype(path: Path) -> str:
 
 
 def shard_config(identity: CollectionIdentity, *, dense_datatype: str = DENSE_DATATYPE) -> qe.EdgeConfig:
-    """The shard's vectors (chunk multivectors with max-sim, BM25 with IDF), optimizer settings and search threads."""
+    """The shard's vectors (chunk multivectors, BM25 with IDF), what is memory-mapped, graphs, optimizer, threads."""
     return qe.EdgeConfig(
         vectors={
             DENSE: qe.EdgeVectorParams(
@@ -60,12 +78,31 @@ def shard_config(identity: CollectionIdentity, *, dense_datatype: str = DENSE_DA
                 datatype=_DATATYPES[dense_datatype],
             )
         },
-        sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+        # The BM25 index, payloads, the id tracker and the graphs are memory-mapped too (Cold): what the
+        # process holds is what searches touch, and the kernel may drop those pages and read them again.
+        # Held in memory, they grew with the palace (anon RSS 209 -> 123 MiB at 100k memories, finds as fast).
+        sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf, memory=qe.Memory.Cold)},
+        hnsw_config=qe.HnswIndexConfig(
+            m=HNSW_M,
+            ef_construct=HNSW_EF_CONSTRUCT,
+            full_scan_threshold=HNSW_FULL_SCAN_THRESHOLD_KB,
+            memory=qe.Memory.Cold,
+        ),
+        payload_memory=qe.Memory.Cold,
+        id_tracker_memory=qe.Memory.Cold,
         optimizers=qe.EdgeOptimizersConfig(
-            indexing_threshold=INDEXING_THRESHOLD_KB * _BYTES_PER_DIMENSION[dense_datatype] // 4
+            indexing_threshold=INDEXING_THRESHOLD_KB * _BYTES_PER_DIMENSION[dense_datatype] // 4,
+            default_segment_number=SEGMENTS,
         ),
         max_search_threads=SEARCH_THREADS,
     )
+
+
+def field_index(key: str, kind: str) -> qe.KeywordIndexParams | qe.DatetimeIndexParams:
+    """How a payload index is made: memory-mapped, with graph links of its own only for GRAPH_FIELDS."""
+    if kind == "datetime":
+        return qe.DatetimeIndexParams(memory=qe.Memory.Cold, enable_hnsw=False)
+    return qe.KeywordIndexParams(memory=qe.Memory.Cold, enable_hnsw=key in GRAPH_FIELDS)
 
 
 def load_shard(path: Path, identity: CollectionIdentity) -> qe.EdgeShard:

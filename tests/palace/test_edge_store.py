@@ -16,7 +16,7 @@ import pytest
 import qdrant_edge as qe
 
 from palace.errors import StoreLocked
-from palace.store.base import CollectionIdentity, IndexState, MemoryFilter, PointWrite
+from palace.store.base import PAYLOAD_INDEXES, CollectionIdentity, IndexState, MemoryFilter, PointWrite
 from palace.store.edge import EdgeStore
 from palace.store.query import SearchQuery
 from palace.store.shard import shard_config, shard_datatype
@@ -182,11 +182,24 @@ def test_it_serves_searches_from_other_threads_while_the_shard_is_swapped(tmp_pa
     store.close()
 
 
+def _payload_index_settings(store: EdgeStore) -> dict[str, tuple[Any, Any]]:
+    schema = store.shard.info().payload_schema
+    return {
+        key: (info.params.memory, info.params.enable_hnsw) if info.params is not None else (None, None)
+        for key, info in schema.items()
+    }
+
+
+def _memory_mapped_with_graphs_for_room_and_wing() -> dict[str, tuple[Any, Any]]:
+    return {key: (qe.Memory.Cold, key in ("room", "wing")) for key, _kind in PAYLOAD_INDEXES}
+
+
 def test_it_opens_a_shard_with_vectors_held_in_memory_with_disk_backed_vectors_and_one_search_thread(
     tmp_path: Path,
 ) -> None:
-    # The configuration palaces were created with before dense vectors became cold (mmapped on demand)
-    # and before searches ran on one thread.
+    # The configuration palaces were created with before dense vectors became cold (mmapped on demand),
+    # before searches ran on one thread, and before BM25, payloads, payload indexes and graphs were
+    # memory-mapped; its payload indexes were held in RAM with a graph for every value.
     held_in_memory = qe.EdgeConfig(
         vectors={
             "dense": qe.EdgeVectorParams(
@@ -197,7 +210,11 @@ def test_it_opens_a_shard_with_vectors_held_in_memory_with_disk_backed_vectors_a
         },
         sparse_vectors={"bm25": qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
     )
-    qe.EdgeShard.create(str(tmp_path / "shard"), held_in_memory).close()
+    old = qe.EdgeShard.create(str(tmp_path / "shard"), held_in_memory)
+    for key, kind in PAYLOAD_INDEXES:
+        schema = qe.PayloadSchemaType.Keyword if kind == "keyword" else qe.PayloadSchemaType.Datetime
+        old.update(qe.UpdateOperation.create_field_index(key, schema))
+    old.close()
 
     def recorded() -> dict[str, Any]:
         live = tmp_path / os.readlink(tmp_path / "shard") if (tmp_path / "shard").is_symlink() else tmp_path / "shard"
@@ -208,6 +225,9 @@ def test_it_opens_a_shard_with_vectors_held_in_memory_with_disk_backed_vectors_a
     store = _open(tmp_path / "shard", index_after=INDEXED)
     config = recorded()
     assert config["vectors"]["dense"]["memory"] == "cold" and config["max_search_threads"] == 1
+    assert config["sparse_vectors"]["bm25"]["memory"] == "cold" and config["hnsw_config"]["memory"] == "cold"
+    assert config["payload_memory"] == config["id_tracker_memory"] == "cold"
+    assert _payload_index_settings(store) == _memory_mapped_with_graphs_for_room_and_wing()
     _fill(store, vectors)
     store.wait_for_index()
     assert [build["points"] for build in store.index_builds] == [INDEXED]
@@ -220,6 +240,29 @@ def test_it_opens_a_shard_with_vectors_held_in_memory_with_disk_backed_vectors_a
     assert config["vectors"]["dense"]["datatype"] == "float32"
     reopened = _open(tmp_path / "shard", index_after=INDEXED)
     assert _nearest(reopened, vectors[500]) == 501
+    in_room = reopened.search(
+        SearchQuery(dense_query=vectors[42], keyword_query=None, memory_filter=MemoryFilter(room="r"), limit=1)
+    )
+    assert [hit.id for hit in in_room] == [43]
+    assert _payload_index_settings(reopened) == _memory_mapped_with_graphs_for_room_and_wing()
+    reopened.close()
+
+
+def test_it_memory_maps_a_new_palace_and_gives_graph_links_only_to_room_and_wing(tmp_path: Path) -> None:
+    store = _open(tmp_path / "shard", index_after=INDEXED)
+    assert _payload_index_settings(store) == _memory_mapped_with_graphs_for_room_and_wing()
+    vectors = _vectors(INDEXED, seed=4)
+    _fill(store, vectors)
+    store.wait_for_index()
+    assert [build["points"] for build in store.index_builds] == [INDEXED]
+    store.close()
+    reopened = _open(tmp_path / "shard", index_after=INDEXED)
+    # Nothing is made again on the next open: the swapped-in copy kept the indexes as they were made.
+    assert _payload_index_settings(reopened) == _memory_mapped_with_graphs_for_room_and_wing()
+    in_room = reopened.search(
+        SearchQuery(dense_query=vectors[7], keyword_query=None, memory_filter=MemoryFilter(room="r"), limit=1)
+    )
+    assert [hit.id for hit in in_room] == [8]
     reopened.close()
 
 
