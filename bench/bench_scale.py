@@ -77,15 +77,7 @@ def before_config(identity: CollectionIdentity) -> qe.EdgeConfig:
     """The configuration shipped until 2026-12-04: float16 vectors memory-mapped, BM25, payloads and graphs in RAM."""
     current = shard_config(identity)
     return qe.EdgeConfig(
-        vectors={
-            DENSE: qe.EdgeVectorParams(
-                size=identity.dimension,
-                distance=qe.Distance.Cosine,
-                multivector_config=qe.MultiVectorConfig(qe.MultiVectorComparator.MaxSim),
-                memory=qe.Memory.Cold,
-                datatype=current.vectors[DENSE].datatype,
-            )
-        },
+        vectors=current.vectors,  # the dense vectors have not changed since
         sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
         optimizers=current.optimizers,
         max_search_threads=SEARCH_THREADS,
@@ -297,6 +289,52 @@ def dense_recall(store: Any, vectors: npt.NDArray[np.float32], *, room: str | No
     return figure if returned >= expected else f"{figure}({returned}/{expected})"
 
 
+def leg_split(store: Any, embedder: Any, queries: list[str], find: Any) -> str:
+    """Where a find's time goes at this size: the model, the dense leg (at Qdrant's beam and narrower ones), BM25.
+
+    Each leg is one shard query of find's depth (40 candidates) with the query's real embedding or BM25
+    vector, one query after another; recall is the dense leg's top 10 against an exact search.
+    """
+    from palace.store.keywords import keyword_model
+
+    def query_ms(request: qe.QueryRequest) -> tuple[float, list[Any]]:
+        started = time.perf_counter()
+        with store._shard_lock:
+            points = store.shard.query(request)
+        return (time.perf_counter() - started) * 1000, points
+
+    model_ms, nearest = [], []
+    for query in queries:
+        started = time.perf_counter()
+        vector = embedder.query(query)
+        model_ms.append((time.perf_counter() - started) * 1000)
+        nearest.append(qe.Query.Nearest([np.asarray(vector).tolist()], using=DENSE))
+    figures = [f"model {statistics.median(model_ms):.2f}"]
+    exact = qe.SearchParams(exact=True)
+    truths = [
+        {point.id for point in query_ms(qe.QueryRequest(limit=10, query=leg, params=exact))[1]} for leg in nearest
+    ]
+    for beam in (None, 64, 40):
+        params = qe.SearchParams(hnsw_ef=beam) if beam else None
+        latencies, found = [], 0
+        for leg, truth in zip(nearest, truths, strict=True):
+            took, points = query_ms(qe.QueryRequest(limit=40, query=leg, params=params))
+            latencies.append(took)
+            found += len({point.id for point in points[:10]} & truth)
+        figures.append(
+            f"dense{'' if beam is None else f' ef {beam}'} {statistics.median(latencies):.2f} "
+            f"(recall@10 {found / max(sum(len(truth) for truth in truths), 1):.3f})"
+        )
+    bm25_ms = []
+    for query in queries:
+        sparse = keyword_model().embed_query(query)
+        leg = qe.Query.Nearest(qe.SparseVector(indices=list(sparse.indices), values=list(sparse.values)), using=SPARSE)
+        bm25_ms.append(query_ms(qe.QueryRequest(limit=40, query=leg))[0])
+    figures.append(f"bm25 {statistics.median(bm25_ms):.2f}")
+    figures.append(f"whole find {statistics.median(time_finds(queries, find)):.2f}")
+    return "p50 ms: " + ", ".join(figures)
+
+
 def build_index_measured(store: Any, queries: list[str], find: Any, shard_dir: Path) -> dict[str, Any]:
     """Start a background index build now and watch it: its seconds, the builder's peak RSS, disk, finds meanwhile."""
     with store._write_lock:  # the bench asks for a build at each size instead of after every N writes
@@ -439,6 +477,7 @@ def main() -> None:
             f"{os.getloadavg()[0]:>5.2f}",
             flush=True,
         )
+    print(f"where a find's time goes at {written:,}: {leg_split(store, palace.embedder, queries, selectors.find)}")
     # What the live shard (the last build's copy) recorded: proof the builder kept the configuration.
     recorded = json.loads((shard_dir / EDGE_CONFIG_FILE).read_text())
     info = store.shard.info()  # type: ignore[attr-defined]  # the embedded store's
