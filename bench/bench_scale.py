@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import json
 import os
 import resource
@@ -57,9 +56,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import qdrant_edge as qe
 
 from bench.bench_core import OBJECTS, VERBS, make_texts, percentile, setup_throwaway_palace
+from embeddings.heap import release_freed_memory
 from palace.store import indexer as store_indexer
 from palace.store.base import DENSE, SPARSE, CollectionIdentity
-from palace.store.shard import EDGE_CONFIG_FILE, INDEXING_THRESHOLD_KB, SEARCH_THREADS, shard_config
+from palace.store.shard import (
+    EDGE_CONFIG_FILE,
+    INDEXING_THRESHOLD_KB,
+    SEARCH_THREADS,
+    dense_params,
+    shard_config,
+)
 
 ROOMS = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta")
 WINGS = ("projects", "people", "infra")
@@ -79,7 +85,10 @@ def before_config(identity: CollectionIdentity) -> qe.EdgeConfig:
     return qe.EdgeConfig(
         vectors=current.vectors,  # the dense vectors have not changed since
         sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
-        optimizers=current.optimizers,
+        # The same indexing threshold, and Edge's own segment count then (one per CPU).
+        optimizers=qe.EdgeOptimizersConfig(
+            indexing_threshold=current.optimizers.indexing_threshold if current.optimizers else None
+        ),
         max_search_threads=SEARCH_THREADS,
     )
 
@@ -92,20 +101,9 @@ def before_field_index(key: str, kind: str) -> qe.PayloadSchemaType:
 def quantised_config(identity: CollectionIdentity) -> qe.EdgeConfig:
     """The shipped configuration plus an int8 copy of the dense vectors in RAM for the graph walk, rescored."""
     current = shard_config(identity)
-    dense = current.vectors[DENSE]
+    int8 = qe.ScalarQuantizationConfig(qe.ScalarType.Int8, quantile=0.99, memory=qe.Memory.Cached)
     return qe.EdgeConfig(
-        vectors={
-            DENSE: qe.EdgeVectorParams(
-                size=identity.dimension,
-                distance=qe.Distance.Cosine,
-                multivector_config=qe.MultiVectorConfig(qe.MultiVectorComparator.MaxSim),
-                memory=qe.Memory.Cold,
-                datatype=dense.datatype,
-                quantization_config=qe.ScalarQuantizationConfig(
-                    qe.ScalarType.Int8, quantile=0.99, memory=qe.Memory.Cached
-                ),
-            )
-        },
+        vectors={DENSE: dense_params(identity, quantization=int8)},
         sparse_vectors=current.sparse_vectors,
         hnsw_config=current.hnsw_config,
         payload_memory=current.payload_memory,
@@ -134,7 +132,7 @@ def describe_config(name: str, config: qe.EdgeConfig) -> str:
         f"id tracker memory={config.id_tracker_memory}; hnsw "
         + (f"m={hnsw.m} ef_construct={hnsw.ef_construct} memory={hnsw.memory}" if hnsw else "Edge's default")
         + f"; indexing threshold {INDEXING_THRESHOLD_KB} KB; "
-        + f"segments {config.optimizers.default_segment_number if config.optimizers else 'auto'}; "
+        + f"segments {(config.optimizers.default_segment_number if config.optimizers else None) or 'auto'}; "
         + f"search threads {config.max_search_threads}; "
         + f"payload indexes {indexes}"
     )
@@ -228,8 +226,7 @@ def disk_mib(path: Path) -> float:
 
 def anon_after_trim() -> float:
     """This process's anon RSS after glibc hands its freed heap back to the kernel (what a swap's old shard left)."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    release_freed_memory()
     return rss_mib(field="RssAnon")
 
 
@@ -269,6 +266,12 @@ def time_finds(queries: list[str], find: Any, **filters: Any) -> list[float]:
     return latencies
 
 
+def shard_query(store: Any, request: qe.QueryRequest) -> list[Any]:
+    """One query on the embedded store's live shard, as the store itself runs it (under its shard lock)."""
+    with store._shard_lock:
+        return list(store.shard.query(request))
+
+
 def dense_recall(store: Any, vectors: npt.NDArray[np.float32], *, room: str | None = None, limit: int = 10) -> str:
     """Share of the exact dense top-limit that the shard's own dense search (graph, quantised copy) also returns.
 
@@ -280,9 +283,8 @@ def dense_recall(store: Any, vectors: npt.NDArray[np.float32], *, room: str | No
     found = returned = expected = 0
     for vector in vectors:
         nearest = qe.Query.Nearest([vector.tolist()], using=DENSE)
-        with store._shard_lock:
-            approximate = store.shard.query(qe.QueryRequest(limit=limit, query=nearest, filter=room_filter))
-            truth = store.shard.query(qe.QueryRequest(limit=limit, query=nearest, filter=room_filter, params=exact))
+        approximate = shard_query(store, qe.QueryRequest(limit=limit, query=nearest, filter=room_filter))
+        truth = shard_query(store, qe.QueryRequest(limit=limit, query=nearest, filter=room_filter, params=exact))
         found += len({point.id for point in approximate} & {point.id for point in truth})
         returned, expected = returned + len(approximate), expected + len(truth)
     figure = f"{found / max(expected, 1):.3f}"
@@ -299,8 +301,7 @@ def leg_split(store: Any, embedder: Any, queries: list[str], find: Any) -> str:
 
     def query_ms(request: qe.QueryRequest) -> tuple[float, list[Any]]:
         started = time.perf_counter()
-        with store._shard_lock:
-            points = store.shard.query(request)
+        points = shard_query(store, request)
         return (time.perf_counter() - started) * 1000, points
 
     model_ms, nearest = [], []
@@ -458,7 +459,7 @@ def main() -> None:
             **{key: max(each[key] for each in builds) for key in ("builder_peak", "builder_anon", "disk_peak")},
             "during": [latency for each in builds for latency in each["during"]],
         }
-        anon_in_build = anon_peak.peak  # the fill's and its builds'
+        anon_in_fill = anon_peak.peak  # the fill's and its builds'
         plain = time_finds(queries, selectors.find)
         room = time_finds(queries, selectors.find, room="beta")
         recall = f"{dense_recall(store, probes)}/{dense_recall(store, probes, room='beta')}"
@@ -473,7 +474,7 @@ def main() -> None:
             f"{rss_mib(field='RssAnon'):>5.0f} {anon_after_trim():>7.0f} {peak:>5.0f} {anon_peak.overall:>7.0f} "
             f"{disk_mib(data_dir):>8.0f} {disk_mib(shard_dir.parent):>6.0f} "
             f"{build['seconds']:>7.1f} {build['builder_peak']:>7.0f} {build['builder_anon']:>6.0f} "
-            f"{anon_in_build:>13.0f} {build['disk_peak']:>13.0f} {during_figures:>26} {recall:>14} "
+            f"{anon_in_fill:>13.0f} {build['disk_peak']:>13.0f} {during_figures:>26} {recall:>14} "
             f"{os.getloadavg()[0]:>5.2f}",
             flush=True,
         )

@@ -398,10 +398,18 @@ async def stored_texts(url: str) -> list[str]:
     return [json.loads(line)["text"] for line in answer.text.splitlines() if line.strip()]
 
 
+def _stat_fields(stat: Path) -> list[str]:
+    """A /proc/<pid>/stat line's fields after the command name (state, ppid, pgrp, ..., utime, stime, ...)."""
+    return stat.read_text().rsplit(")", 1)[1].split()
+
+
+def _cpu_of(fields: list[str]) -> float:
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def cpu_seconds(pid: str) -> float:
     """User plus system CPU time a process has used so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return _cpu_of(_stat_fields(Path(f"/proc/{pid}/stat")))
 
 
 def group_cpu_seconds(group: int) -> float:
@@ -409,11 +417,11 @@ def group_cpu_seconds(group: int) -> float:
     total = 0.0
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
+            fields = _stat_fields(stat)
         except OSError:  # gone meanwhile
             continue
         if int(fields[2]) == group:
-            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            total += _cpu_of(fields)
     return total
 
 

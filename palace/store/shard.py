@@ -62,22 +62,30 @@ def shard_datatype(path: Path) -> str:
     return recorded if recorded in _DATATYPES else "float32"
 
 
+def dense_params(
+    identity: CollectionIdentity,
+    *,
+    dense_datatype: str = DENSE_DATATYPE,
+    quantization: qe.ScalarQuantizationConfig | None = None,
+) -> qe.EdgeVectorParams:
+    """The dense chunk multivectors (max-sim), memory-mapped; quantization is for bench/bench_scale.py's variant."""
+    return qe.EdgeVectorParams(
+        size=identity.dimension,
+        distance=qe.Distance.Cosine,
+        multivector_config=qe.MultiVectorConfig(qe.MultiVectorComparator.MaxSim),
+        # Cold: mmapped and paged in as searches touch them. The default (Cached) reads the whole
+        # preallocated storage files into memory, mostly empty space: ~75 MiB of RSS at 10k memories.
+        # Searches were no slower (bench/bench_core.py). Existing shards switch when next opened (load_shard).
+        memory=qe.Memory.Cold,
+        datatype=_DATATYPES[dense_datatype],
+        quantization_config=quantization,
+    )
+
+
 def shard_config(identity: CollectionIdentity, *, dense_datatype: str = DENSE_DATATYPE) -> qe.EdgeConfig:
     """The shard's vectors (chunk multivectors, BM25 with IDF), what is memory-mapped, graphs, optimizer, threads."""
     return qe.EdgeConfig(
-        vectors={
-            DENSE: qe.EdgeVectorParams(
-                size=identity.dimension,
-                distance=qe.Distance.Cosine,
-                multivector_config=qe.MultiVectorConfig(qe.MultiVectorComparator.MaxSim),
-                # Cold: mmapped and paged in as searches touch them. The default (Cached) reads the
-                # whole preallocated storage files into memory, mostly empty space: ~75 MiB of RSS
-                # at 10k memories. Searches were no slower (bench/bench_core.py). Existing shards
-                # switch when next opened (load_shard).
-                memory=qe.Memory.Cold,
-                datatype=_DATATYPES[dense_datatype],
-            )
-        },
+        vectors={DENSE: dense_params(identity, dense_datatype=dense_datatype)},
         # The BM25 index, payloads, the id tracker and the graphs are memory-mapped too (Cold): what the
         # process holds is what searches touch, and the kernel may drop those pages and read them again.
         # Held in memory, they grew with the palace (anon RSS 209 -> 123 MiB at 100k memories, finds as fast).
