@@ -29,6 +29,11 @@ until 2026-12-04, `quantised` adds an int8 copy of the dense vectors.
 
     python bench/bench_scale.py --sizes 10000 100000 1000000 --config current
     python bench/bench_scale.py --sizes 10000 100000 1000000 --config before --build-every 1000000
+
+--search-threads 1 2 ends the run by opening the palace again with each search thread count (Edge's
+max_search_threads; the store picks it by the palace's size, palace.store.shard.search_threads) and
+timing two passes of the finds: the first after opening, the second over pages already read, side by
+side in one run.
 """
 
 from __future__ import annotations
@@ -58,11 +63,11 @@ import qdrant_edge as qe
 from bench.bench_core import OBJECTS, VERBS, make_texts, percentile, setup_throwaway_palace
 from embeddings.heap import release_freed_memory
 from palace.store import indexer as store_indexer
+from palace.store import shard as store_shard
 from palace.store.base import DENSE, SPARSE, CollectionIdentity
 from palace.store.shard import (
     EDGE_CONFIG_FILE,
     INDEXING_THRESHOLD_KB,
-    SEARCH_THREADS,
     dense_params,
     shard_config,
 )
@@ -89,7 +94,7 @@ def before_config(identity: CollectionIdentity) -> qe.EdgeConfig:
         optimizers=qe.EdgeOptimizersConfig(
             indexing_threshold=current.optimizers.indexing_threshold if current.optimizers else None
         ),
-        max_search_threads=SEARCH_THREADS,
+        max_search_threads=store_shard.SEARCH_THREADS,
     )
 
 
@@ -109,7 +114,7 @@ def quantised_config(identity: CollectionIdentity) -> qe.EdgeConfig:
         payload_memory=current.payload_memory,
         id_tracker_memory=current.id_tracker_memory,
         optimizers=current.optimizers,
-        max_search_threads=SEARCH_THREADS,
+        max_search_threads=store_shard.SEARCH_THREADS,
     )
 
 
@@ -133,7 +138,9 @@ def describe_config(name: str, config: qe.EdgeConfig) -> str:
         + (f"m={hnsw.m} ef_construct={hnsw.ef_construct} memory={hnsw.memory}" if hnsw else "Edge's default")
         + f"; indexing threshold {INDEXING_THRESHOLD_KB} KB; "
         + f"segments {(config.optimizers.default_segment_number if config.optimizers else None) or 'auto'}; "
-        + f"search threads {config.max_search_threads}; "
+        + f"search threads {config.max_search_threads} at the start (the store's: "
+        + f"{store_shard.search_threads(0)} below {store_shard.PARALLEL_SEARCH_POINTS:,} memories, "
+        + f"{store_shard.search_threads(store_shard.PARALLEL_SEARCH_POINTS)} from there); "
         + f"payload indexes {indexes}"
     )
 
@@ -388,6 +395,13 @@ def main() -> None:
         default=100_000,
         help="also build the index every N memories written during a fill (the store builds every 12,000)",
     )
+    parser.add_argument(
+        "--search-threads",
+        type=int,
+        nargs="+",
+        default=[],
+        help="at the end, open the palace again with each search thread count and time finds (two passes)",
+    )
     parser.add_argument("--optimize-copy", type=Path, help=argparse.SUPPRESS)  # the builder process's entry
     args = parser.parse_args()
     if args.optimize_copy:
@@ -479,6 +493,23 @@ def main() -> None:
             flush=True,
         )
     print(f"where a find's time goes at {written:,}: {leg_split(store, palace.embedder, queries, selectors.find)}")
+    for threads in args.search_threads:
+        runtime.close_palace()
+        # What the store's shard_config asks when it loads the shard, whatever the palace's size.
+        vars(store_shard)["search_threads"] = lambda points, threads=threads: threads
+        passes = [
+            (time_finds(queries, selectors.find), time_finds(queries, selectors.find, room="beta")) for _ in range(2)
+        ]
+        print(
+            f"opened again with {threads} search thread(s): find p50/p95 ms, first pass "
+            + ", second pass ".join(
+                f"{statistics.median(plain):.2f}/{percentile(plain, 0.95):.2f} "
+                f"(room {statistics.median(room):.2f}/{percentile(room, 0.95):.2f})"
+                for plain, room in passes
+            ),
+            flush=True,
+        )
+    store = runtime.get_palace().store
     # What the live shard (the last build's copy) recorded: proof the builder kept the configuration.
     recorded = json.loads((shard_dir / EDGE_CONFIG_FILE).read_text())
     info = store.shard.info()  # type: ignore[attr-defined]  # the embedded store's
@@ -486,7 +517,7 @@ def main() -> None:
         f"live shard: {info.points_count:,} points, {info.indexed_vectors_count:,} indexed vectors, "
         f"{info.segments_count} segments; recorded dense {recorded['vectors'][DENSE]}, hnsw "
         f"{recorded.get('hnsw_config')}, payload {recorded.get('payload_memory')}, "
-        f"bm25 {recorded['sparse_vectors'][SPARSE]}",
+        f"bm25 {recorded['sparse_vectors'][SPARSE]}, search threads {recorded.get('max_search_threads')}",
         flush=True,
     )
     anon_peak.stop()

@@ -14,6 +14,8 @@ throwaway data dir; --url targets a running one (its palace gets the bench's mem
 With --workers 1 2 4 it runs only the load phase, against `serve --workers N` for each N on PostgreSQL (the
 server of `make services`, a fresh database each) and a loopback Qdrant stand-in (no Qdrant server binary
 installs here), and prints one line per worker count: calls/s, latencies, errors, texts stored twice.
+The stand-in keeps its points in Qdrant's Rust engine (qdrant-edge) by default; `--stand-in local` uses
+qdrant-client's local mode, which evaluates filters and distances in Python and limits the curve itself.
 
     python bench/load_mcp.py --workers 1 2 4 --clients 8 --seconds 15
 """
@@ -344,11 +346,12 @@ async def main(args: argparse.Namespace, url: str) -> int:
 
 
 @contextmanager
-def shared_services() -> Iterator[dict[str, str]]:
+def shared_services(engine: str) -> Iterator[dict[str, str]]:
     """A fresh PostgreSQL database (the server of `make services`) and the loopback Qdrant stand-in.
 
     No Qdrant server binary installs here: tests/trust/fake_qdrant.py serves Qdrant's REST endpoints from
-    qdrant-client's local mode, in its own process so the bench's clients do not share its interpreter.
+    an Edge shard or qdrant-client's local mode (engine), in its own process so the bench's clients do not
+    share its interpreter.
     """
     import psycopg
 
@@ -362,7 +365,9 @@ def shared_services() -> Iterator[dict[str, str]]:
     with psycopg.connect(admin, autocommit=True) as connection:
         connection.execute(f'CREATE DATABASE "{name}"')
     port = free_port()
-    stand_in = subprocess.Popen([sys.executable, "-c", STAND_IN.format(port=port)], cwd=ROOT, start_new_session=True)
+    stand_in = subprocess.Popen(
+        [sys.executable, "-c", STAND_IN.format(port=port, engine=engine)], cwd=ROOT, start_new_session=True
+    )
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -385,8 +390,12 @@ def shared_services() -> Iterator[dict[str, str]]:
             connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+# On SIGTERM it stops, which removes an Edge engine's throwaway shard directory.
 STAND_IN = (
-    "import time, tests.trust.fake_qdrant as f; q = f.FakeQdrant(port={port}).start()\nwhile True: time.sleep(3600)"
+    "import signal, sys, time, tests.trust.fake_qdrant as f\n"
+    "q = f.FakeQdrant(port={port}, engine={engine!r}).start()\n"
+    "signal.signal(signal.SIGTERM, lambda *_: (q.stop(), sys.exit(0)))\n"
+    "while True: time.sleep(3600)"
 )
 
 
@@ -477,19 +486,20 @@ def run_worker_curve(args: argparse.Namespace) -> int:
 
     Where the CPU went during the phase, each as a share of one core: the Qdrant stand-in ("stand-in CPU":
     near 100 % it, not palazzo, limits the calls per second, as it serves every request from one Python
-    process), serve and its workers ("palazzo CPU"), this process's client sessions ("clients CPU"); and
+    process, one at a time), serve and its workers ("palazzo CPU"), this process's client sessions ("clients CPU"); and
     how busy the whole machine was ("machine busy", of all its cores): near 100 % no worker count can go
     faster, whatever palazzo does.
     """
     rows = []
     for workers in args.workers:
         print(f"-- {workers} workers: starting (PostgreSQL + the Qdrant stand-in)", file=sys.stderr)
-        with shared_services() as env:
+        with shared_services(args.stand_in) as env:
             stand_in_pid = env.pop("STAND_IN_PID")
             with own_server(workers=workers, extra_env=env) as (url, server_group):
                 rows.append(anyio.run(worker_row, args, url, workers, stand_in_pid, server_group))
     mix = f"store:find:recall = {args.store}:{args.find}:{args.recall}"
-    print(f"\n{args.clients} sessions, {args.seconds:.0f} s each, {mix}")
+    engine = {"edge": "Qdrant Edge", "local": "qdrant-client local mode"}[args.stand_in]
+    print(f"\n{args.clients} sessions, {args.seconds:.0f} s each, {mix}; the Qdrant stand-in on {engine}")
     columns = (
         "workers",
         "calls/s",
@@ -530,6 +540,13 @@ def parse_arguments() -> argparse.Namespace:
         nargs="+",
         help="instead of the phases: the load phase against `serve --workers N` for each N, side by side, on "
         "PostgreSQL (make services) and a loopback Qdrant stand-in",
+    )
+    parser.add_argument(
+        "--stand-in",
+        choices=("edge", "local"),
+        default="edge",
+        help="what the Qdrant stand-in keeps its points in: Qdrant's Rust engine (qdrant-edge, default) or "
+        "qdrant-client's local mode (Python, one request at a time)",
     )
     return parser.parse_args()
 

@@ -225,7 +225,8 @@ class EdgeStore(BackgroundIndexing):
         segments = live / "segments"
         try:
             if segments.is_dir() and any(segments.iterdir()):
-                self._shard = load_shard(live, identity)
+                # The last build's count: what was written since is at most a build's worth.
+                self._shard = load_shard(live, identity, points=self._indexed_points(live))
             else:
                 self._shard = qe.EdgeShard.create(str(live), shard_config(identity))
         except Exception as exc:  # the binding raises plain OSError/RuntimeError subclasses

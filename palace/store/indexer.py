@@ -38,6 +38,7 @@ class BackgroundIndexing:
     """The HNSW builds of EdgeStore, which mixes this in: it uses the store's locks, shard and generations."""
 
     _live: Path | None
+    _identity: CollectionIdentity | None  # the model the open shard was made for
     _generations: ShardGenerations
     _write_lock: threading.Lock  # orders mutations; a build holds it while copying and while swapping
     _shard_lock: threading.Lock  # held around every call on the shard
@@ -87,8 +88,9 @@ class BackgroundIndexing:
         target = self._generations.next()
         try:
             with self._write_lock:
-                if self._closing or self._live is None:
+                if self._closing or self._live is None or self._identity is None:
                     return
+                identity = self._identity
                 with self._shard_lock:
                     self.shard.flush()
                     points = self.shard.info().points_count
@@ -110,7 +112,8 @@ class BackgroundIndexing:
             _, errors = process.communicate()
             if process.returncode != 0:
                 raise StoreUnavailable(errors.decode(errors="replace").strip()[-500:] or "killed")
-            copy = qe.EdgeShard.load(str(target))
+            # Loaded with the search threads its size calls for (the builder loaded it as a small one).
+            copy = load_shard(target, identity, points=points)
             try:
                 replayed = self._catch_up_and_swap(copy, target=target, points=points)
             except BaseException:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import qdrant_edge as qe
@@ -25,11 +26,15 @@ INDEXING_THRESHOLD_KB = 1000
 # turns on (LoCoMo's recall was unchanged). Edge refuses to load a shard with another datatype than
 # it was created with, so shards from before keep float32 (see shard_datatype).
 DENSE_DATATYPE = "float16"
-# One search thread. Edge's default pool (a thread per CPU) hands each search to its threads and waits
-# for them; on a 2-core VM those hand-offs cost more than the scan. In-process finds on the side-by-side
-# corpus took 8.9-10.6 ms at 1k memories with the default pool against 6.8-7.8 ms with one thread (12.6-12.9
-# against 8.0-9.8 ms at 10k), and the query's model run after such a search was 1-2 ms slower.
+# Search threads: one for a palace of up to PARALLEL_SEARCH_POINTS memories, one per CPU (at most one per
+# segment) beyond. Edge's pool hands each search to its threads and waits for them; on a 2-core VM those
+# hand-offs cost more than a small palace's scan: in-process finds on the side-by-side corpus took 8.9-10.6 ms
+# at 1k memories with the default pool against 6.8-7.8 ms with one thread (12.6-12.9 against 8.0-9.8 ms at
+# 10k). At 100k memories one and two threads found alike (p50 4.45-4.59 against 4.66-4.81 ms); at a million,
+# where a search walks eight segments' graphs, two threads took find p50 from 18.4-20.1 to 12.8 ms, and
+# from 28.1-29.5 to 18.8 ms on the first pass after opening (bench/bench_scale.py --search-threads 1 2 1).
 SEARCH_THREADS = 1
+PARALLEL_SEARCH_POINTS = 200_000
 # How many segments a build leaves. Edge's default (one per CPU: two here) merges what was written since
 # the last build into a large segment and indexes it again, so each build cost as much as the palace was
 # large (10k writes at a time: 14 s, then 38-59 s per build by 80k); with eight, a build indexes what was
@@ -82,8 +87,20 @@ def dense_params(
     )
 
 
-def shard_config(identity: CollectionIdentity, *, dense_datatype: str = DENSE_DATATYPE) -> qe.EdgeConfig:
-    """The shard's vectors (chunk multivectors, BM25 with IDF), what is memory-mapped, graphs, optimizer, threads."""
+def search_threads(points: int) -> int:
+    """How many threads a shard of this many points searches with (see SEARCH_THREADS)."""
+    if points < PARALLEL_SEARCH_POINTS:
+        return SEARCH_THREADS
+    return max(SEARCH_THREADS, min(os.cpu_count() or 1, SEGMENTS))
+
+
+def shard_config(
+    identity: CollectionIdentity, *, dense_datatype: str = DENSE_DATATYPE, points: int = 0
+) -> qe.EdgeConfig:
+    """The shard's vectors (chunk multivectors, BM25 with IDF), what is memory-mapped, graphs, optimizer, threads.
+
+    points is how many the shard holds (as far as known when it is loaded): it sets the search threads.
+    """
     return qe.EdgeConfig(
         vectors={DENSE: dense_params(identity, dense_datatype=dense_datatype)},
         # The BM25 index, payloads, the id tracker and the graphs are memory-mapped too (Cold): what the
@@ -102,7 +119,7 @@ def shard_config(identity: CollectionIdentity, *, dense_datatype: str = DENSE_DA
             indexing_threshold=INDEXING_THRESHOLD_KB * _BYTES_PER_DIMENSION[dense_datatype] // 4,
             default_segment_number=SEGMENTS,
         ),
-        max_search_threads=SEARCH_THREADS,
+        max_search_threads=search_threads(points),
     )
 
 
@@ -113,8 +130,8 @@ def field_index(key: str, kind: str) -> qe.KeywordIndexParams | qe.DatetimeIndex
     return qe.KeywordIndexParams(memory=qe.Memory.Cold, enable_hnsw=key in GRAPH_FIELDS)
 
 
-def load_shard(path: Path, identity: CollectionIdentity) -> qe.EdgeShard:
-    """Open an existing shard with today's configuration, keeping the dense datatype it was created with."""
-    # Edge checks the configuration against the shard's and records it: a shard from before gets one
-    # search thread and disk-backed vectors when it is opened, not at its next index build.
-    return qe.EdgeShard.load(str(path), shard_config(identity, dense_datatype=shard_datatype(path)))
+def load_shard(path: Path, identity: CollectionIdentity, *, points: int = 0) -> qe.EdgeShard:
+    """Open an existing shard of about this many points with today's configuration, keeping its dense datatype."""
+    # Edge checks the configuration against the shard's and records it: a shard from before gets today's
+    # search threads and memory-mapped structures when it is opened, not at its next index build.
+    return qe.EdgeShard.load(str(path), shard_config(identity, dense_datatype=shard_datatype(path), points=points))

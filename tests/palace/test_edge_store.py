@@ -16,6 +16,7 @@ import pytest
 import qdrant_edge as qe
 
 from palace.errors import StoreLocked
+from palace.store import shard as shard_module
 from palace.store.base import PAYLOAD_INDEXES, CollectionIdentity, IndexState, MemoryFilter, PointWrite
 from palace.store.edge import EdgeStore
 from palace.store.query import SearchQuery
@@ -263,6 +264,36 @@ def test_it_memory_maps_a_new_palace_and_gives_graph_links_only_to_room_and_wing
         SearchQuery(dense_query=vectors[7], keyword_query=None, memory_filter=MemoryFilter(room="r"), limit=1)
     )
     assert [hit.id for hit in in_room] == [8]
+    reopened.close()
+
+
+def _recorded_search_threads(shard: Path) -> int:
+    return int(json.loads((shard.parent / os.readlink(shard) / "edge_config.json").read_text())["max_search_threads"])
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one CPU: every palace searches with one thread")
+def test_it_searches_a_large_palace_with_a_thread_per_cpu_and_a_small_one_with_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A large palace is PARALLEL_SEARCH_POINTS memories and more; this one is large from INDEXED on.
+    monkeypatch.setattr(shard_module, "PARALLEL_SEARCH_POINTS", INDEXED)
+    parallel = min(os.cpu_count() or 1, shard_module.SEGMENTS)
+    store = _open(tmp_path / "shard", index_after=INDEXED // 2)
+    assert _recorded_search_threads(tmp_path / "shard") == 1
+    vectors = _vectors(INDEXED // 2, seed=5)
+    _fill(store, vectors)
+    store.wait_for_index()
+    assert _recorded_search_threads(tmp_path / "shard") == 1  # the build's copy is still a small palace
+    more = _vectors(INDEXED // 2, seed=6)
+    store.upsert(_points(INDEXED // 2 + 1, more))
+    store.wait_for_index()
+    assert [build["points"] for build in store.index_builds] == [INDEXED // 2, INDEXED]
+    assert _recorded_search_threads(tmp_path / "shard") == parallel
+    assert _nearest(store, vectors[17]) == 18 and _nearest(store, more[3]) == INDEXED // 2 + 4
+    store.close()
+    reopened = _open(tmp_path / "shard", index_after=INDEXED)
+    assert _recorded_search_threads(tmp_path / "shard") == parallel
+    assert _nearest(reopened, more[40]) == INDEXED // 2 + 41
     reopened.close()
 
 

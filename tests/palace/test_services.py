@@ -12,7 +12,7 @@ from django.conf import settings
 from palace.engine import applier, runtime
 from palace.engine.locks import write_lock
 from palace.engine.runtime import Palace
-from palace.errors import ConfirmationRequired, ExpectedCountMismatch, InvalidInput, OutsideScope
+from palace.errors import ConfirmationRequired, ExpectedCountMismatch, InvalidInput, OutsideScope, StoreUnavailable
 from palace.models import JournalEntry
 from palace.operations import status as palace_status
 from palace.operations import verify
@@ -434,3 +434,35 @@ def test_it_rebuilds_old_journal_entries_with_canonical_rooms(palace: Palace) ->
     _age_room_spelling(old["id"], "Old\u00a0Room")
     services.rebuild()
     assert selectors.recall(ids=[old["id"]])["memories"][0]["room"] == "old room"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_fails_a_write_when_another_process_holds_the_palace_past_the_lock_wait(
+    any_palace: Palace, either_store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Several processes share PostgreSQL and a Qdrant server: a hung holder fails a write, never hangs it."""
+    from django.db import connection
+
+    from palace.engine import locks
+
+    if either_store != "server" or connection.vendor != "postgresql":
+        pytest.skip("the database write lock is taken only with PostgreSQL and a Qdrant server (make unit-postgres)")
+    import psycopg
+
+    monkeypatch.setattr(locks, "DATABASE_LOCK_WAIT", 0.5)
+    params = connection.get_connection_params()
+    with psycopg.connect(
+        **{key: params[key] for key in ("dbname", "user", "password", "host", "port") if params.get(key)},
+        autocommit=True,
+    ) as other_process:
+        other_process.execute("SELECT pg_advisory_lock(%s)", [locks.PALACE_WRITE_KEY])
+        with pytest.raises(StoreUnavailable, match="held the palace's write lock for over 0 s; nothing was written"):
+            services.store(**memory("Written while another process holds the palace"))
+        assert total() == 0
+        other_process.execute("SELECT pg_advisory_unlock(%s)", [locks.PALACE_WRITE_KEY])
+    stored = services.store(**memory("Written while another process holds the palace"))
+    assert stored["duplicate"] is False and total() == 1
+    # The wait's timeout was local to its statement: the session waits for locks without one again.
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW lock_timeout")
+        assert cursor.fetchone()[0] == "0"

@@ -5,6 +5,9 @@ uses, parsing bodies with qdrant-client's own REST models and answering from a l
 `mode` makes it misbehave the ways a real server does: "up", "silent" (accepts, never answers),
 "silent_writes" (answers reads, holds writes unanswered and unapplied), "late_writes" (applies writes
 but answers only after the client gave up) and "down" (closes every connection at once).
+
+With engine="edge" the points live in Qdrant's Rust engine instead (tests/trust/edge_engine.py): the
+benchmarks' stand-in, cheap enough per call that a load measures palazzo rather than the stand-in.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from typing import Any
 from pydantic import BaseModel, TypeAdapter
 from qdrant_client import QdrantClient, models
 
+from tests.trust.edge_engine import EdgeEngine
+
 WRITE_PATHS = re.compile(r"/points(/payload|/delete)?$")
 
 
@@ -34,10 +39,11 @@ def _jsonable(value: Any) -> Any:
 class FakeQdrant:
     """The server, its local-mode backing store and its current mode."""
 
-    def __init__(self, port: int = 0) -> None:
+    def __init__(self, port: int = 0, *, engine: str = "local") -> None:
         self.mode = "up"
         self.hold_seconds = 30.0
         self.local = QdrantClient(":memory:")
+        self.edge = EdgeEngine() if engine == "edge" else None
         self.lock = threading.Lock()
         self.requests: list[str] = []
         fake = self
@@ -111,9 +117,14 @@ class FakeQdrant:
         self.mode = "down"
         self.server.shutdown()
         self.server.server_close()
+        if self.edge is not None:
+            with self.lock:
+                self.edge.close()
 
     def count(self, collection: str) -> int:
         with self.lock:
+            if self.edge is not None:
+                return int(self.edge.points(collection, "POST", "/points/count", {})["count"])
             return int(self.local.count(collection, exact=True).count)
 
     def dispatch(self, method: str, path: str, body: Any) -> Any:
@@ -132,6 +143,8 @@ class FakeQdrant:
             return local.get_collection(name).model_dump(mode="json")
         if route == ("PUT", ""):
             create = models.CreateCollection.model_validate(body)
+            if self.edge is not None:
+                self.edge.create(name, body)
             return local.create_collection(
                 name,
                 vectors_config=create.vectors,
@@ -139,12 +152,20 @@ class FakeQdrant:
                 metadata=create.metadata,
             )
         if route == ("DELETE", ""):
+            if self.edge is not None:
+                self.edge.drop(name)
             return local.delete_collection(name)
         if route == ("PUT", "/index"):
             index = models.CreateFieldIndex.model_validate(body)
+            if self.edge is not None:
+                self.edge.index(name, body)
             with warnings.catch_warnings():  # local mode ignores payload indexes, and says so
                 warnings.simplefilter("ignore", UserWarning)
                 return local.create_payload_index(name, field_name=index.field_name, field_schema=index.field_schema)
+        if self.edge is not None and rest.startswith(("/points", "/facet")):
+            if not local.collection_exists(name):
+                raise KeyError(path)
+            return self.edge.points(name, method, rest, body)
         if route == ("PUT", "/points"):
             points = TypeAdapter(models.PointInsertOperations).validate_python(body)
             assert isinstance(points, models.PointsList)
