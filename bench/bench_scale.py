@@ -160,7 +160,9 @@ def use_config(name: str) -> None:
     if name in FIELD_INDEXES:  # what the store creates its payload indexes with
         vars(edge)["field_index"] = FIELD_INDEXES[name]
     vars(edge)["shard_config"] = lambda identity, **_: build(identity)
-    vars(edge)["load_shard"] = lambda path, identity: qe.EdgeShard.load(str(path), build(identity))
+    # The store opens its shard, and loads each build's copy, with the named configuration.
+    for module in (edge, store_indexer):
+        vars(module)["load_shard"] = lambda path, identity, **_: qe.EdgeShard.load(str(path), build(identity))
 
     def builder_process(command: list[str], **options: Any) -> subprocess.Popen[bytes]:
         copy = command[command.index("--optimize") + 1]
@@ -176,7 +178,7 @@ def use_config(name: str) -> None:
 def optimize_copy(copy: Path, config_name: str) -> None:
     """Builder process: the store's own index build of a shard copy, loading it with the named configuration."""
     build = CONFIGS[config_name]
-    vars(store_indexer)["load_shard"] = lambda path, identity: qe.EdgeShard.load(str(path), build(identity))
+    vars(store_indexer)["load_shard"] = lambda path, identity, **_: qe.EdgeShard.load(str(path), build(identity))
     store_indexer._optimize_copy(copy)
 
 

@@ -486,9 +486,9 @@ def run_worker_curve(args: argparse.Namespace) -> int:
 
     Where the CPU went during the phase, each as a share of one core: the Qdrant stand-in ("stand-in CPU":
     near 100 % it, not palazzo, limits the calls per second, as it serves every request from one Python
-    process, one at a time), serve and its workers ("palazzo CPU"), this process's client sessions ("clients CPU"); and
-    how busy the whole machine was ("machine busy", of all its cores): near 100 % no worker count can go
-    faster, whatever palazzo does.
+    process, one at a time), serve and its workers ("palazzo CPU"), this process's client sessions
+    ("clients CPU"); and how busy the whole machine was ("machine busy", of all its cores): near 100 % no
+    worker count can go faster, whatever palazzo does.
     """
     rows = []
     for workers in args.workers:

@@ -83,12 +83,11 @@ def _database_lock(*, take: bool) -> None:
 
 
 def _take_database_lock() -> None:
-    """Wait for the lock in PostgreSQL's own queue (handed over the moment it is released), at most DATABASE_LOCK_WAIT.
+    """Wait for the lock in PostgreSQL's own queue, handed over the moment it is released, at most DATABASE_LOCK_WAIT.
 
-    A poll with pauses left the lock idle for up to a pause after each release: with several workers
-    storing, writes queued behind those gaps and calls/s stopped growing with workers. A hung holder still
-    fails the write after DATABASE_LOCK_WAIT (PostgreSQL's lock_timeout, local to this statement's
-    transaction), never hangs it.
+    A poll with pauses (up to 50 ms) left the lock idle after each release while a waiter slept. A hung
+    holder still fails the write after DATABASE_LOCK_WAIT (PostgreSQL's lock_timeout, local to this
+    statement's transaction), never hangs it.
     """
     wait_ms = int(DATABASE_LOCK_WAIT * 1000)
     # Inside a caller's transaction a savepoint keeps a timed-out wait from aborting it.
