@@ -13,7 +13,8 @@ throwaway data dir; --url targets a running one (its palace gets the bench's mem
 
 With --workers 1 2 4 it runs only the load phase, against `serve --workers N` for each N on PostgreSQL (the
 server of `make services`, a fresh database each) and a loopback Qdrant stand-in (no Qdrant server binary
-installs here), and prints one line per worker count: calls/s, latencies, errors, texts stored twice.
+installs here), and prints one line per worker count: calls/s, latencies, errors, texts stored twice,
+acknowledged stores missing from the palace's export ("lost").
 The stand-in keeps its points in Qdrant's Rust engine (qdrant-edge) by default; `--stand-in local` uses
 qdrant-client's local mode, which evaluates filters and distances in Python and limits the curve itself.
 
@@ -65,6 +66,7 @@ class Phase:
     seconds: float = 0.0
     setup_ms: list[float] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+    acknowledged: list[str] = field(default_factory=list)  # texts whose palace_store was answered with an id
 
     def record(self, tool: str, started: float, error: str | None) -> None:
         self.latencies[tool].append((time.perf_counter() - started) * 1000.0)
@@ -188,6 +190,7 @@ async def _session(
                 data = await _call(client, phase, tool, {"text": text, **MEMORY})
                 if data is not None:
                     ids.append(data["id"])
+                    phase.acknowledged.append(text)
             elif tool == "palace_find":
                 await _call(client, phase, tool, {"query": rng.choice(QUERIES), "limit": 5})
             else:
@@ -448,7 +451,7 @@ def machine_busy_seconds() -> tuple[float, float]:
 
 
 async def worker_row(args: argparse.Namespace, url: str, workers: int, stand_in_pid: str, server_group: int) -> str:
-    """One worker count's line: calls/s, latencies, errors, texts stored twice, where the CPU went."""
+    """One worker count's line: calls/s, latencies, errors, texts stored twice or lost, where the CPU went."""
     ids = await seed(url, args.seed)
     stand_in_before = cpu_seconds(stand_in_pid)
     server_before, clients_before = group_cpu_seconds(server_group), own_cpu_seconds()
@@ -477,7 +480,8 @@ async def worker_row(args: argparse.Namespace, url: str, workers: int, stand_in_
     return (
         f"{workers:>7} {calls / phase.seconds:>8.1f} {percentile(find, 0.5):>9.1f} {percentile(find, 0.95):>9.1f} "
         f"{percentile(store, 0.5):>10.1f} {sum(phase.errors.values()):>6} {len(texts) - len(set(texts)):>10} "
-        f"{len(texts):>8} {stand_in_share:>14.0%} {server_share:>11.0%} {clients_share:>11.0%} {machine_share:>12.0%}"
+        f"{len(set(phase.acknowledged) - set(texts)):>5} {len(texts):>8} {stand_in_share:>14.0%} "
+        f"{server_share:>11.0%} {clients_share:>11.0%} {machine_share:>12.0%}"
     )
 
 
@@ -508,13 +512,14 @@ def run_worker_curve(args: argparse.Namespace) -> int:
         "store p50",
         "errors",
         "duplicates",
+        "lost",
         "memories",
         "stand-in CPU",
         "palazzo CPU",
         "clients CPU",
         "machine busy",
     )
-    widths = (7, 8, 9, 9, 10, 6, 10, 8, 14, 11, 11, 12)
+    widths = (7, 8, 9, 9, 10, 6, 10, 5, 8, 14, 11, 11, 12)
     print(" ".join(f"{name:>{width}}" for name, width in zip(columns, widths, strict=True)))
     for row in rows:
         print(row)
