@@ -223,10 +223,11 @@ class EdgeStore(BackgroundIndexing):
         live = self._generations.live()
         live.mkdir(parents=True, exist_ok=True)
         segments = live / "segments"
+        indexed = self._indexed_points(live)
         try:
             if segments.is_dir() and any(segments.iterdir()):
                 # The last build's count: what was written since is at most a build's worth.
-                self._shard = load_shard(live, identity, points=self._indexed_points(live))
+                self._shard = load_shard(live, identity, points=indexed)
             else:
                 self._shard = qe.EdgeShard.create(str(live), shard_config(identity))
         except Exception as exc:  # the binding raises plain OSError/RuntimeError subclasses
@@ -242,7 +243,7 @@ class EdgeStore(BackgroundIndexing):
             identity_file.write_text(json.dumps(identity.as_metadata()))
         self._identity = identity
         self._make_payload_indexes()
-        self._written_since_index = max(0, self._shard.info().points_count - self._indexed_points(live))
+        self._written_since_index = max(0, self._shard.info().points_count - indexed)
         self._index_if_due()
 
     def _make_payload_indexes(self) -> None:

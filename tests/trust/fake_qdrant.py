@@ -143,14 +143,15 @@ class FakeQdrant:
             return local.get_collection(name).model_dump(mode="json")
         if route == ("PUT", ""):
             create = models.CreateCollection.model_validate(body)
-            if self.edge is not None:
-                self.edge.create(name, body)
-            return local.create_collection(
+            created = local.create_collection(  # refuses an existing collection before the engine replaces it
                 name,
                 vectors_config=create.vectors,
                 sparse_vectors_config=create.sparse_vectors,
                 metadata=create.metadata,
             )
+            if self.edge is not None:
+                self.edge.create(name, body)
+            return created
         if route == ("DELETE", ""):
             if self.edge is not None:
                 self.edge.drop(name)

@@ -148,3 +148,19 @@ def test_it_refuses_what_it_does_not_serve_naming_it() -> None:
         store.close()
     finally:
         fake.stop()
+
+
+def test_it_refuses_to_create_an_existing_collection_and_keeps_its_points() -> None:
+    """Workers starting together may both create the collection; the loser must not empty the winner's."""
+    fake = FakeQdrant(engine="edge").start()
+    try:
+        store = ServerStore(collection="palace", url=fake.url)
+        store.ensure_collection(IDENTITY)
+        store.upsert(points_for_filters(np.random.default_rng(1)))
+        body = httpx.get(f"{fake.url}/collections/palace").json()["result"]["config"]["params"]
+        again = httpx.put(f"{fake.url}/collections/palace", json={"vectors": body["vectors"]})
+        assert again.status_code == 400 and "already exists" in again.json()["status"]["error"]
+        assert fake.count("palace") == 6
+        store.close()
+    finally:
+        fake.stop()
