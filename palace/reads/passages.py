@@ -17,7 +17,7 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +53,12 @@ _STOP_TEXT = (
 _STOP_WORDS = frozenset(_STOP_TEXT.split())
 _K1 = 1.2
 _B = 0.75
+
+
+# Scores the units of a page for a query: (query, each unit's text, its hit's rank) -> one score per unit,
+# higher first. The default is the find's own (chunk cosines, keywords, rank); bench_retrieval's ceiling
+# study plugs in others (an oracle that knows the evidence, a vector for every line).
+UnitScorer = Callable[[str, Sequence[str], Sequence[int]], Sequence[float]]
 
 
 @dataclass(frozen=True)
@@ -139,13 +145,20 @@ def _compact(memory: dict[str, Any]) -> dict[str, Any]:
 
 
 def fit(
-    *, query: str | None, hits: Sequence[Hit], envelope: dict[str, Any], max_chars: int, key: str = "results"
+    *,
+    query: str | None,
+    hits: Sequence[Hit],
+    envelope: dict[str, Any],
+    max_chars: int,
+    key: str = "results",
+    scorer: UnitScorer | None = None,
 ) -> dict[str, Any]:
     """The answer (envelope plus the hits under key) with each hit whole or cut to passages, within max_chars.
 
     Results keep their rank order; with a query, a hit none of whose text fits is left out, and "cut"
     says what was and how to read more. Without one (a listing), every memory's opening comes before
     any memory's second unit, and only a tail of the page is ever left out (its next page holds it).
+    scorer replaces the find's own unit scores (benchmarks only).
     """
     texts = [str(hit.memory.get("text") or "") for hit in hits]
     units: list[Unit] = []
@@ -162,8 +175,11 @@ def fit(
         scores = [-(position[unit] - position[heads[unit.hit]]) - unit.hit / (len(hits) + 1) for unit in units]
     else:
         pieces = [texts[unit.hit][unit.start : unit.end] for unit in units]
-        dense = [hits[unit.hit].dense_at(unit.start) for unit in units]
-        scores = _scores(query, pieces, [hits[unit.hit].rank for unit in units], dense)
+        ranks = [hits[unit.hit].rank for unit in units]
+        if scorer is None:
+            scores = _scores(query, pieces, ranks, [hits[unit.hit].dense_at(unit.start) for unit in units])
+        else:
+            scores = list(scorer(query, pieces, ranks))
     order = sorted(range(len(units)), key=lambda i: (-scores[i], units[i].hit, units[i].start))
     score_of = {unit: scores[i] for i, unit in enumerate(units)}
     chosen: dict[int, list[Unit]] = {}
@@ -245,8 +261,8 @@ def _shaped(memory: dict[str, Any], text: str, units: list[Unit], whole: bool) -
     return shaped
 
 
-def _scores(query: str, pieces: Sequence[str], ranks: Sequence[int], dense: Sequence[float | None]) -> list[float]:
-    """Each piece's chunk cosine, BM25 (idf over these pieces, scaled to the best) and rank prior, weighted."""
+def keyword_scores(query: str, pieces: Sequence[str]) -> list[float]:
+    """Each piece's BM25 for the query's words, with IDF over these pieces, scaled so the best scores 1."""
     terms = set(words(query))
     bags = [Counter(words(piece)) for piece in pieces]
     count = len(bags)
@@ -263,9 +279,20 @@ def _scores(query: str, pieces: Sequence[str], ranks: Sequence[int], dense: Sequ
                 score += idf * tf * (_K1 + 1) / (tf + _K1 * (1 - _B + _B * length / (average or 1)))
         raw.append(score)
     best = max(raw, default=0.0) or 1.0
-    if all(cosine is None for cosine in dense):
-        return [score / best + KEYWORD_ONLY_PRIOR / (rank + 1) for score, rank in zip(raw, ranks)]
+    return [score / best for score in raw]
+
+
+def combined_scores(*, dense: Sequence[float], keyword: Sequence[float], ranks: Sequence[int]) -> list[float]:
+    """The find's weighting of a unit's query cosine, its scaled BM25 and its hit's rank prior."""
     return [
-        DENSE_WEIGHT * (cosine or 0.0) + KEYWORD_WEIGHT * score / best + RANK_PRIOR / (rank + 1)
-        for score, rank, cosine in zip(raw, ranks, dense)
+        DENSE_WEIGHT * cosine + KEYWORD_WEIGHT * score + RANK_PRIOR / (rank + 1)
+        for cosine, score, rank in zip(dense, keyword, ranks)
     ]
+
+
+def _scores(query: str, pieces: Sequence[str], ranks: Sequence[int], dense: Sequence[float | None]) -> list[float]:
+    """Each piece's chunk cosine, BM25 and rank prior, weighted; words and rank alone without a dense leg."""
+    keyword = keyword_scores(query, pieces)
+    if all(cosine is None for cosine in dense):
+        return [score + KEYWORD_ONLY_PRIOR / (rank + 1) for score, rank in zip(keyword, ranks)]
+    return combined_scores(dense=[cosine or 0.0 for cosine in dense], keyword=keyword, ranks=ranks)

@@ -95,3 +95,74 @@ def test_it_refuses_a_cut_off_find_cannot_serve(tmp_path: Path, k: str) -> None:
     write_fixture(tmp_path)
     done = run_bench(tmp_path, "--k", k)
     assert done.returncode != 0 and "--k values must be between 1 and 20" in done.stderr
+
+
+def write_sessions(directory: Path) -> dict[str, str]:
+    """Three long sessions of one conversation (one turn per line) and a question about a buried turn of each."""
+    buried = {
+        "c1:D1:17": 'Mia said, "My sister Ines just adopted a greyhound called Pistachio."',
+        "c1:D2:33": 'Leo said, "I finished the Zugspitze climb on Saturday."',
+        "c1:D3:48": 'Mia said, "My cello lesson moved to Thursdays."',
+    }
+    turns: list[dict[str, Any]] = []
+    for session in (1, 2, 3):
+        for k in range(1, 61):
+            turn_id = f"c1:D{session}:{k}"
+            filler = f'{"Mia" if k % 2 else "Leo"} said, "Session {session} note {k}: the market was busy and mild."'
+            turns.append({"id": turn_id, "text": buried.get(turn_id, filler), "session": f"c1:session_{session}"})
+    with (directory / "corpus_turn.jsonl").open("w") as handle:
+        for turn in turns:
+            handle.write(json.dumps(turn | {"conversation": "c1", "timestamp": "2023-05-01T10:00:00"}) + "\n")
+    with (directory / "corpus_session.jsonl").open("w") as handle:
+        for session in (1, 2, 3):
+            text = "\n".join(turn["text"] for turn in turns if turn["session"] == f"c1:session_{session}")
+            record = {"id": f"c1:session_{session}", "text": text, "conversation": "c1"}
+            handle.write(
+                json.dumps(record | {"session": record["id"], "timestamp": f"2023-05-0{session}T10:00:00"}) + "\n"
+            )
+    questions = ["What is the name of Ines's greyhound?", "Which mountain did Leo climb?", "When is the cello lesson?"]
+    for granularity in ("turn", "session"):
+        with (directory / f"queries_{granularity}.jsonl").open("w") as handle:
+            for n, (turn_id, question) in enumerate(zip(buried, questions)):
+                gold = turn_id if granularity == "turn" else f"c1:session_{turn_id[4]}"
+                record = {"qid": f"c1:q{n}", "query": question, "conversation": "c1", "gold_ids": [gold]}
+                handle.write(json.dumps(record | {"category": 4, "category_name": "single-hop"}) + "\n")
+    return buried
+
+
+def run_answer_bench(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PALAZZO_DATA_DIR": str(tmp_path / "configured"), "PALAZZO_LOG_LEVEL": "warning"}
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    return subprocess.run(
+        [sys.executable, "manage.py", "bench_retrieval", "--data", str(tmp_path), "--granularity", "session", *extra],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_it_measures_the_evidence_in_answers_and_what_bounds_it(tmp_path: Path) -> None:
+    write_sessions(tmp_path)
+    done = run_answer_bench(tmp_path, "--answer", "--ceiling", "--budgets", "2000")
+    assert done.returncode == 0, done.stderr
+    header = row(done.stdout, "group")
+    assert header == ["group", "turns", "whole@5", "default", "2000", "ch", "oracle@10", "oracle@20", "lines@10"]
+    shares = dict(
+        zip(["whole@5", "default", "2000 ch", "oracle@10", "oracle@20", "lines@10"], row(done.stdout, "all")[2:])
+    )
+    # Whole sessions hold every buried turn; so does a page refitted by the oracle, within the default budget.
+    assert shares["whole@5"] == shares["oracle@10"] == shares["oracle@20"] == "1.000"
+    sizes = dict(zip(["whole@5", "default", "2000 ch", "oracle@10"], row(done.stdout, "mean chars")[2:]))
+    assert float(sizes["whole@5"]) > 6000 >= float(sizes["oracle@10"])
+    assert float(sizes["2000 ch"]) <= 2000
+    assert "ceiling: embedding" in done.stderr
+
+
+def test_it_refuses_the_ceiling_without_answers(tmp_path: Path) -> None:
+    write_sessions(tmp_path)
+    done = run_answer_bench(tmp_path, "--ceiling")
+    assert done.returncode != 0 and "--ceiling and --budgets measure answers: add --answer" in done.stderr
+    done = run_answer_bench(tmp_path, "--answer", "--budgets", "1000")
+    assert done.returncode != 0 and "--budgets values must be between 2000 and 100000" in done.stderr

@@ -233,6 +233,23 @@ def test_it_prefers_the_passage_whose_chunk_matches_by_meaning() -> None:
     assert answer["results"][0]["passages"][0]["start"] >= middle
 
 
+def test_it_takes_the_units_another_scorer_ranks_first() -> None:
+    lines = [f"line {k}: the weather was mild and the market was busy" for k in range(120)]
+    text = "\n".join(lines)
+    chosen = {lines[7], lines[93]}
+
+    def evidence_first(_: str, pieces: Any, ranks: Any) -> list[float]:
+        return [float(piece in chosen) for piece in pieces]
+
+    hit = Hit(rank=0, memory={"id": 1, "text": text})
+    answer = fit(query="weather", hits=[hit], envelope={"count": 1}, max_chars=MIN_MAX_CHARS, scorer=evidence_first)
+    assert {lines[7], lines[93]} <= set(answer["results"][0]["text"].split("\n"))
+    assert passages.answer_chars(answer) <= MIN_MAX_CHARS
+    # The find's own scorer, asked the same, reads from the top and never reaches line 93: the scorer chose.
+    default = fit(query="weather", hits=[hit], envelope={"count": 1}, max_chars=MIN_MAX_CHARS)
+    assert lines[93] not in default["results"][0]["text"].split("\n")
+
+
 def test_it_lists_every_memory_s_opening_within_the_budget_and_pages_through_the_rest(palace: Palace) -> None:
     texts = [f"User: question {number}\n\n" + "\n".join(CONVERSATION) for number in range(12)]
     stored = services.store_batch(items=[memory(text, room="long") for text in texts])["items"]

@@ -10,6 +10,12 @@ an agent's default arguments (query and room only), and the share of its evidenc
 (queries_turn.jsonl's gold ids, their text from corpus_turn.jsonl) that stand verbatim in the answer's
 JSON text is printed overall and per category, with the answer's size, beside the same for whole
 memories at the old default (limit 5, no budget) in the same run.
+
+--ceiling (with --answer) adds what bounds that share: find's page refitted to the default budget by
+scorers find does not have. "oracle@10" and "oracle@20" know the evidence turns and take them first from
+a page of 10 or 20 memories (what the page itself holds within the budget); "lines@10" scores every
+line of the page of 10 by its own vector (each line embedded for the study: palazzo stores a vector per
+1,400-character chunk, not per line) with find's keyword and rank weights.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import math
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -33,7 +39,7 @@ from django.db import connections
 from palace.engine import runtime
 from palace.errors import PalaceError
 from palace.reads import passages, selectors
-from palace.schema.forms import DEFAULT_FIND_LIMIT, DEFAULT_MAX_CHARS, MAX_FIND_LIMIT
+from palace.schema.forms import DEFAULT_FIND_LIMIT, DEFAULT_MAX_CHARS, MAX_FIND_LIMIT, MAX_MAX_CHARS, MIN_MAX_CHARS
 from palace.writes import services
 
 MODES = {"hybrid": "hybrid", "dense": "dense", "bm25": "keyword"}
@@ -94,6 +100,11 @@ class Command(BaseCommand):
         parser.add_argument(
             "--budgets", type=int, nargs="*", default=[], help="with --answer: also measure find with these max_chars"
         )
+        parser.add_argument(
+            "--ceiling",
+            action="store_true",
+            help="with --answer: also refit find's page with an evidence oracle and with a vector per line",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         ks: list[int] = sorted(set(options["k"]))
@@ -103,6 +114,12 @@ class Command(BaseCommand):
         granularity: str = options["granularity"]
         if options["answer"] and granularity != "session":
             raise CommandError("--answer measures passages of whole sessions: use --granularity session")
+        if (options["ceiling"] or options["budgets"]) and not options["answer"]:
+            raise CommandError("--ceiling and --budgets measure answers: add --answer")
+        if any(not MIN_MAX_CHARS <= budget <= MAX_MAX_CHARS for budget in options["budgets"]):
+            raise CommandError(
+                f"--budgets values must be between {MIN_MAX_CHARS} and {MAX_MAX_CHARS} (find's max_chars)"
+            )
         corpus = read_jsonl(data / f"corpus_{granularity}.jsonl")
         queries = read_jsonl(data / f"queries_{granularity}.jsonl")
         if options["answer"]:
@@ -251,6 +268,8 @@ class Command(BaseCommand):
         }
         for budget in options["budgets"]:
             readers[f"{budget} ch"] = partial(self._find_within, max_chars=budget)
+        if options["ceiling"]:
+            readers |= self._ceiling_readers(queries, evidence)
         found: dict[str, dict[str, int]] = {name: defaultdict(int) for name in readers}
         sizes: dict[str, list[int]] = {name: [] for name in readers}
         totals: dict[str, int] = defaultdict(int)
@@ -285,10 +304,66 @@ class Command(BaseCommand):
             f"(limit {DEFAULT_FIND_LIMIT}, max_chars {DEFAULT_MAX_CHARS}). Ingest {ingest_seconds:.1f} s, "
             f"queries {query_seconds:.1f} s"
         )
+        if options["ceiling"]:
+            self.stdout.write(
+                f"oracle@N: find's page of N whole memories refitted to max_chars {DEFAULT_MAX_CHARS} by a scorer "
+                "that takes the evidence turns first (what the page holds); lines@10: the page of "
+                f"{DEFAULT_FIND_LIMIT} refitted with a vector for every line (study only) and find's keyword and "
+                "rank weights"
+            )
 
     @staticmethod
     def _find_within(query: dict[str, Any], *, max_chars: int) -> dict[str, Any]:
         return selectors.find(query=query["query"], room=query["conversation"], max_chars=max_chars)
+
+    def _ceiling_readers(
+        self, queries: list[dict[str, Any]], evidence: dict[str, list[str]]
+    ) -> dict[str, Callable[[dict[str, Any]], dict[str, Any]]]:
+        """Find's page refitted to the default budget by an evidence oracle, and by a vector for every line."""
+        embedder = runtime.get_embedder()
+        lines = sorted({line for query in queries for line in self._page_lines(query)})
+        self.stderr.write(f"ceiling: embedding {len(lines)} lines of the pages, one vector each")
+        vectors = {line: matrix[0] for line, matrix in zip(lines, embedder.documents(lines))}
+
+        def oracle(query: dict[str, Any], limit: int) -> dict[str, Any]:
+            wanted = set(evidence.get(query["qid"]) or [])
+
+            def score(_: str, pieces: Sequence[str], ranks: Sequence[int]) -> list[float]:
+                return [float(piece in wanted) + 0.01 / (rank + 1) for piece, rank in zip(pieces, ranks)]
+
+            return self._refit(query, limit, score)
+
+        def by_line(query: dict[str, Any]) -> dict[str, Any]:
+            asked = embedder.query(query["query"])
+
+            def score(text: str, pieces: Sequence[str], ranks: Sequence[int]) -> list[float]:
+                dense = [float(vectors[piece] @ asked) if piece in vectors else 0.0 for piece in pieces]
+                return passages.combined_scores(dense=dense, keyword=passages.keyword_scores(text, pieces), ranks=ranks)
+
+            return self._refit(query, DEFAULT_FIND_LIMIT, score)
+
+        return {
+            "oracle@10": partial(oracle, limit=DEFAULT_FIND_LIMIT),
+            "oracle@20": partial(oracle, limit=MAX_FIND_LIMIT),
+            "lines@10": by_line,
+        }
+
+    @staticmethod
+    def _whole_page(query: dict[str, Any], limit: int) -> dict[str, Any]:
+        """Find's page of whole memories, as the default answer is cut from."""
+        return selectors.find(query=query["query"], room=query["conversation"], limit=limit, whole=True)
+
+    def _page_lines(self, query: dict[str, Any]) -> set[str]:
+        page = self._whole_page(query, DEFAULT_FIND_LIMIT)["results"]
+        return {line for memory in page for line in memory["text"].split("\n") if line.strip()}
+
+    def _refit(self, query: dict[str, Any], limit: int, scorer: passages.UnitScorer) -> dict[str, Any]:
+        page = self._whole_page(query, limit)
+        hits = [passages.Hit(rank=rank, memory=memory) for rank, memory in enumerate(page["results"])]
+        envelope = {key: page[key] for key in ("count", "degraded", "degraded_reason")}
+        return passages.fit(
+            query=query["query"], hits=hits, envelope=envelope, max_chars=DEFAULT_MAX_CHARS, scorer=scorer
+        )
 
     def _report(
         self,
