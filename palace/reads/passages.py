@@ -33,7 +33,9 @@ ELISION = "\n[…]\n"
 # ranked with), its BM25 for the query's words scaled so the page's best unit scores 1, and a prior
 # for its hit's rank (the first hit's units gain RANK_PRIOR, the second's half of that: 1 / rank).
 # Chosen on two of the five LoCoMo development conversations and checked on the other three
-# (docs/benchmarks.md); without a dense leg (keyword ranking, embedder down) words and rank alone.
+# (docs/benchmarks.md); checked again with 400-character windows (2026-12-04): no grid of the keyword
+# and rank weights moved the other three by more than a point. Without a dense leg (keyword ranking,
+# embedder down) words and rank alone.
 DENSE_WEIGHT = 1.0
 KEYWORD_WEIGHT = 0.3
 RANK_PRIOR = 0.2

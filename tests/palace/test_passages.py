@@ -12,9 +12,10 @@ from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
+from palace.engine import embedding
 from palace.engine.embedding import chunk_spans
 from palace.engine.points import embed_deferred
-from palace.engine.runtime import Palace
+from palace.engine.runtime import Palace, get_palace
 from palace.errors import InvalidInput
 from palace.models import AuditRecord
 from palace.reads import passages, selectors
@@ -223,6 +224,26 @@ def test_it_reads_back_the_chunk_vectors_a_memory_was_ranked_with_on_both_stores
     expected = any_palace.embedder.documents([text])[0]
     assert vectors[stored["id"]].shape == expected.shape == (len(chunk_spans(text)), any_palace.embedder.dimension)
     assert float(abs(vectors[stored["id"]] - expected).max()) < 1e-2  # stored as float16
+
+
+def test_it_cuts_passages_of_a_memory_with_older_windows_by_words_until_rebuild_recuts_it(
+    palace: Palace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = "\n".join(CONVERSATION)
+    # Stored as palazzo embedded long texts before 2026-12-04: windows of up to 1,400 characters.
+    monkeypatch.setattr(embedding, "CHUNK_CHARS", 1400)
+    older = len(chunk_spans(text))
+    stored = services.store(**memory(text, room="friends"))
+    embed_deferred(palace)
+    monkeypatch.undo()
+    assert len(palace.store.chunk_vectors([stored["id"]])[stored["id"]]) == older != len(chunk_spans(text))
+    answer = selectors.find(query="Which necklace did Caroline's grandmother give her?", room="friends")
+    result = next(result for result in answer["results"] if result["id"] == stored["id"])
+    assert "necklace from Sweden" in result["text"] and result["passages"]
+    assert passages.answer_chars(answer) <= DEFAULT_MAX_CHARS
+    services.rebuild()  # opens the palace again, on the rebuilt store
+    rebuilt = get_palace().store.chunk_vectors([stored["id"]])[stored["id"]]
+    assert len(rebuilt) == len(chunk_spans(text))
 
 
 def test_it_prefers_the_passage_whose_chunk_matches_by_meaning() -> None:

@@ -308,9 +308,19 @@ def test_it_answers_every_host_s_wake_up_from_the_snapshot_one_host_prepared(
         assert hooked.returncode == 0 and not hooked.stderr, hooked.stderr
         assert after in json.loads(hooked.stdout)["hookSpecificOutput"]["additionalContext"]
         # A project nobody prepared yet: the hook gets the palace-wide one and asks for the project's.
+        # (A host refreshes the palace-wide row after the last write in the background: wait for that
+        # first, or the hook may read the row before the refresh and the test the row after it.)
+        palace_wide = wait_for(
+            lambda: (
+                (found := stored_snapshot(shared["DATABASE_URL"], None))
+                and "the crank turns the date dial" in found["context"]
+                and found["context"]
+            ),
+            seconds=120,
+            what="the palace-wide wake-up snapshot with the last write",
+        )
         other = run_hook(tmp_path / "c", event | {"cwd": f"/home/ada/code/new-{run}"}, **shared)
-        palace_wide = (stored_snapshot(shared["DATABASE_URL"], None) or {}).get("context")
-        assert palace_wide and palace_wide in json.loads(other.stdout)["hookSpecificOutput"]["additionalContext"]
+        assert palace_wide in json.loads(other.stdout)["hookSpecificOutput"]["additionalContext"]
         wait_for(
             lambda: stored_snapshot(shared["DATABASE_URL"], f"new-{run}"),
             seconds=120,

@@ -15,7 +15,7 @@ memories at the old default (limit 5, no budget) in the same run.
 scorers find does not have. "oracle@10" and "oracle@20" know the evidence turns and take them first from
 a page of 10 or 20 memories (what the page itself holds within the budget); "lines@10" scores every
 line of the page of 10 by its own vector (each line embedded for the study: palazzo stores a vector per
-1,400-character chunk, not per line) with find's keyword and rank weights.
+window of up to 400 characters, not per line) with find's keyword and rank weights.
 """
 
 from __future__ import annotations
