@@ -44,11 +44,11 @@ def write_fixture(directory: Path) -> None:
             handle.write(json.dumps(query | {"category": 4, "category_name": "single-hop"}) + "\n")
 
 
-def run_bench(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+def run_bench(tmp_path: Path, *extra: str, granularity: str = "turn") -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PALAZZO_DATA_DIR": str(tmp_path / "configured"), "PALAZZO_LOG_LEVEL": "warning"}
     env.pop("DJANGO_SETTINGS_MODULE", None)
     return subprocess.run(
-        [sys.executable, "manage.py", "bench_retrieval", "--data", str(tmp_path), "--granularity", "turn", *extra],
+        [sys.executable, "manage.py", "bench_retrieval", "--data", str(tmp_path), "--granularity", granularity, *extra],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -130,22 +130,9 @@ def write_sessions(directory: Path) -> dict[str, str]:
     return buried
 
 
-def run_answer_bench(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PALAZZO_DATA_DIR": str(tmp_path / "configured"), "PALAZZO_LOG_LEVEL": "warning"}
-    env.pop("DJANGO_SETTINGS_MODULE", None)
-    return subprocess.run(
-        [sys.executable, "manage.py", "bench_retrieval", "--data", str(tmp_path), "--granularity", "session", *extra],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
 def test_it_measures_the_evidence_in_answers_and_what_bounds_it(tmp_path: Path) -> None:
     write_sessions(tmp_path)
-    done = run_answer_bench(tmp_path, "--answer", "--ceiling", "--budgets", "2000")
+    done = run_bench(tmp_path, "--answer", "--ceiling", "--budgets", "2000", granularity="session")
     assert done.returncode == 0, done.stderr
     header = row(done.stdout, "group")
     assert header == ["group", "turns", "whole@5", "default", "2000", "ch", "oracle@10", "oracle@20", "lines@10"]
@@ -162,7 +149,7 @@ def test_it_measures_the_evidence_in_answers_and_what_bounds_it(tmp_path: Path) 
 
 def test_it_refuses_the_ceiling_without_answers(tmp_path: Path) -> None:
     write_sessions(tmp_path)
-    done = run_answer_bench(tmp_path, "--ceiling")
+    done = run_bench(tmp_path, "--ceiling", granularity="session")
     assert done.returncode != 0 and "--ceiling and --budgets measure answers: add --answer" in done.stderr
-    done = run_answer_bench(tmp_path, "--answer", "--budgets", "1000")
+    done = run_bench(tmp_path, "--answer", "--budgets", "1000", granularity="session")
     assert done.returncode != 0 and "--budgets values must be between 2000 and 100000" in done.stderr
