@@ -22,9 +22,9 @@ from palace.errors import EmbedderUnavailable
 # 0.957 to 0.961 (hybrid), with 5% fewer chunks to embed (CHANGELOG.md, the LoCoMo rankings).
 # Windows of 400 characters instead of 1,400 (2026-12-04): each window's cosine now points at two or
 # three lines, which is what a find's passages are chosen by. On the LoCoMo development split the
-# evidence in an agent's default answer rose from 0.721 to 0.752 and session MRR from 0.790 to 0.832
+# evidence in an agent's default answer rose from 0.721 to 0.752 and session MRR from 0.790 to 0.830
 # (R@10 0.961 -> 0.962, turn R@10 unchanged); on real fed coding sessions (bench/bench_passages.py,
-# 41 questions) from 0.68 to 0.76. Smaller windows also embed faster (attention grows with the
+# 41 questions) from 0.68 to 0.76-0.78. Smaller windows also embed faster (attention grows with the
 # square of a window's length: 24 % less time for the same sessions); a long memory has ~3.5x
 # more vectors, and a find over long memories took +1.5 ms (docs/benchmarks.md). Memories embedded
 # with the older windows keep working; `manage.py rebuild` re-cuts them.

@@ -231,14 +231,15 @@ def fit(
 
 
 def _cut_note(omitted: int, shortened: int, *, listing: bool = False) -> str:
+    # Short on purpose: every character of it is one the answer's passages cannot use.
     parts = []
     if shortened:
-        parts.append(f"{shortened} memories shortened to passages (text holds them, [start, end) in passages)")
+        parts.append(f"{shortened} {'memory' if shortened == 1 else 'memories'} cut to passages")
     if omitted:
-        parts.append(f"{omitted} further {'memories moved to the next page' if listing else 'matches left out'}")
+        parts.append(f"{omitted} more {'on the next page' if listing else 'left out'}")
     return (
-        "; ".join(parts) + f" to stay within max_chars. Read on with palace_recall (id, start, end), "
-        f"or ask again with a larger max_chars (up to {MAX_MAX_CHARS}) or a smaller limit."
+        ", ".join(parts) + " to fit max_chars; read on with palace_recall (id, start, end) or ask with a larger "
+        f"max_chars (up to {MAX_MAX_CHARS}) or a smaller limit."
     )
 
 

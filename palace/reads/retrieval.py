@@ -79,7 +79,10 @@ def with_session_context(hits: list[StoredPoint]) -> list[StoredPoint]:
         others = top[1:] if top and top[0] == own else top
         bonus = SESSION_WEIGHT * others[0] if others else 0.0
         rescored.append(StoredPoint(id=hit.id, payload=hit.payload, score=own + bonus, extra=hit.extra))
-    return sorted(rescored, key=lambda hit: hit.score or 0.0, reverse=True)
+    # Reciprocal rank fusion gives equal scores to hits whose ranks mirror each other across the legs, and
+    # the fusion hands ties back in no fixed order: the newer memory (the larger id) first makes a find
+    # answer the same on every call (and the benchmarks repeat to the digit).
+    return sorted(rescored, key=lambda hit: (hit.score or 0.0, hit.id), reverse=True)
 
 
 def plan_search(palace: Palace, *, query: str, ranking: str = HYBRID) -> SearchPlan:

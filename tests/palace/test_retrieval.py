@@ -13,6 +13,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from embeddings.ollama_backend import OllamaEmbedder
 from palace.engine import runtime
@@ -81,6 +83,14 @@ def test_it_lifts_a_fused_hit_by_half_the_best_other_hit_of_its_session() -> Non
     scores = {point.id: point.score for point in ranked}
     # 2 gains half of 3's score, 3 and 5 half of 2's; alone in its session or without one, no gain.
     assert scores == pytest.approx({1: 1.0, 2: 1.3, 3: 1.25, 4: 0.85, 5: 0.55})
+
+
+@given(st.permutations([(11, 0.5), (12, 0.5), (13, 0.7), (14, 0.5), (15, 0.2)]))
+def test_it_orders_tied_hits_the_same_whatever_order_the_fusion_hands_them_back(hits: list[tuple[int, float]]) -> None:
+    points = [StoredPoint(id=point_id, payload={}, score=score) for point_id, score in hits]
+    ranked = retrieval.with_session_context(points)
+    # Equal fused scores (ranks mirrored across the legs): the newer memory, the larger id, first.
+    assert [point.id for point in ranked] == [13, 14, 12, 11, 15]
 
 
 def test_it_applies_filters_inside_both_legs_of_the_fusion(palace: Palace) -> None:
