@@ -119,7 +119,7 @@ def find(
             score *= math.pow(0.5, _age_days(hit.payload.get("timestamp"), now) / half_life)
         scored.append((score, hit))
     if half_life > 0:
-        scored.sort(key=lambda pair: (pair[0], pair[1].id), reverse=True)  # ties: newer first, as the fusion's
+        scored.sort(key=lambda pair: (pair[0], pair[1].id), reverse=True)  # ties: newer first, as with_session_context
     # The search returns more hits than asked for (session context and recency rank among them):
     # only the page is shaped for the answer.
     results = [public_memory(hit.id, hit.payload, score=score) for score, hit in scored[:limit_value]]
