@@ -321,7 +321,18 @@ class Command(BaseCommand):
     ) -> dict[str, Callable[[dict[str, Any]], dict[str, Any]]]:
         """Find's page refitted to the default budget by an evidence oracle, and by a vector for every line."""
         embedder = runtime.get_embedder()
-        lines = sorted({line for query in queries for line in self._page_lines(query)})
+        # Each query's page of the default size, found once: its lines are embedded here, and both the
+        # oracle and the line vectors refit it.
+        pages = {query["qid"]: self._whole_page(query, DEFAULT_FIND_LIMIT) for query in queries}
+        lines = sorted(
+            {
+                line
+                for page in pages.values()
+                for memory in page["results"]
+                for line in memory["text"].split("\n")
+                if line.strip()
+            }
+        )
         self.stderr.write(f"ceiling: embedding {len(lines)} lines of the pages, one vector each")
         vectors = {line: matrix[0] for line, matrix in zip(lines, embedder.documents(lines))}
 
@@ -331,16 +342,18 @@ class Command(BaseCommand):
             def score(_: str, pieces: Sequence[str], ranks: Sequence[int]) -> list[float]:
                 return [float(piece in wanted) + 0.01 / (rank + 1) for piece, rank in zip(pieces, ranks)]
 
-            return self._refit(query, limit, score)
+            page = pages[query["qid"]] if limit == DEFAULT_FIND_LIMIT else self._whole_page(query, limit)
+            return self._refit(query, page, score)
 
         def by_line(query: dict[str, Any]) -> dict[str, Any]:
             asked = embedder.query(query["query"])
 
-            def score(text: str, pieces: Sequence[str], ranks: Sequence[int]) -> list[float]:
+            def score(question: str, pieces: Sequence[str], ranks: Sequence[int]) -> list[float]:
                 dense = [float(vectors[piece] @ asked) if piece in vectors else 0.0 for piece in pieces]
-                return passages.combined_scores(dense=dense, keyword=passages.keyword_scores(text, pieces), ranks=ranks)
+                keyword = passages.keyword_scores(question, pieces)
+                return passages.combined_scores(dense=dense, keyword=keyword, ranks=ranks)
 
-            return self._refit(query, DEFAULT_FIND_LIMIT, score)
+            return self._refit(query, pages[query["qid"]], score)
 
         return {
             "oracle@10": partial(oracle, limit=DEFAULT_FIND_LIMIT),
@@ -353,12 +366,9 @@ class Command(BaseCommand):
         """Find's page of whole memories, as the default answer is cut from."""
         return selectors.find(query=query["query"], room=query["conversation"], limit=limit, whole=True)
 
-    def _page_lines(self, query: dict[str, Any]) -> set[str]:
-        page = self._whole_page(query, DEFAULT_FIND_LIMIT)["results"]
-        return {line for memory in page for line in memory["text"].split("\n") if line.strip()}
-
-    def _refit(self, query: dict[str, Any], limit: int, scorer: passages.UnitScorer) -> dict[str, Any]:
-        page = self._whole_page(query, limit)
+    @staticmethod
+    def _refit(query: dict[str, Any], page: dict[str, Any], scorer: passages.UnitScorer) -> dict[str, Any]:
+        """A page of whole memories cut to the default budget by another unit scorer."""
         hits = [passages.Hit(rank=rank, memory=memory) for rank, memory in enumerate(page["results"])]
         envelope = {key: page[key] for key in ("count", "degraded", "degraded_reason")}
         return passages.fit(
