@@ -19,6 +19,11 @@ The stand-in keeps its points in Qdrant's Rust engine (qdrant-edge) by default; 
 qdrant-client's local mode, which evaluates filters and distances in Python and limits the curve itself.
 
     python bench/load_mcp.py --workers 1 2 4 --clients 8 --seconds 15
+
+With --stdio every session is a `palazzo runmcp` of its own on one throwaway embedded palace, as agent
+windows on a laptop are (they all reach it through its holder), and the bulk ingest is `palazzo ingest`.
+
+    python bench/load_mcp.py --stdio --clients 8 --seconds 15
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import argparse
 import json
 import os
 import random
+import re
 import resource
 import signal
 import socket
@@ -46,13 +52,14 @@ from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 import httpx
-from mcp import Client
+from mcp import Client, StdioServerParameters
 from mcp_types import Implementation
 
 ROOT = Path(__file__).resolve().parents[1]
 MEMORY = {"category": "technical", "wing": "projects", "room": "load-test", "hall": "facts"}
 QUERIES = ("backup schedule", "disk layout", "deploy steps", "database tuning", "network topology", "editor setup")
 TOOLS = ("palace_store", "palace_find", "palace_recall")
+STDIO = "stdio:"
 
 
 @dataclass
@@ -177,7 +184,7 @@ async def _session(
     info = Implementation(name=f"load-{number}", version="1")
     rng = random.Random(number)
     opening = time.perf_counter()
-    async with Client(url + "/mcp", mode="legacy", client_info=info, read_timeout_seconds=120) as client:
+    async with Client(mcp_target(url), mode="legacy", client_info=info, read_timeout_seconds=120) as client:
         await client.list_tools()
         phase.setup_ms.append((time.perf_counter() - opening) * 1000.0)
         await start.ready()
@@ -197,12 +204,45 @@ async def _session(
                 await _call(client, phase, tool, {"ids": rng.sample(ids, min(5, len(ids)))})
 
 
+def mcp_target(url: str) -> str | StdioServerParameters:
+    """What a session connects to: `stdio:<data dir>` is a `palazzo runmcp` of its own on that data dir."""
+    if not url.startswith(STDIO):
+        return url + "/mcp"
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PALAZZO_")}
+    env.update(PALAZZO_DATA_DIR=url[len(STDIO) :], PALAZZO_LOG_LEVEL="warning")
+    return StdioServerParameters(command=sys.executable, args=["-m", "palazzo_site.cli", "runmcp"], env=env, cwd=ROOT)
+
+
+async def _ingest_command(data_dir: str, body: bytes, items: int, phase: Phase) -> None:
+    """The bulk ingest of a stdio run: `palazzo ingest`, which the palace's holder runs beside the sessions."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PALAZZO_")}
+    env.update(PALAZZO_DATA_DIR=data_dir, PALAZZO_LOG_LEVEL="warning")
+    with tempfile.NamedTemporaryFile(suffix=".jsonl") as source:
+        source.write(body)
+        source.flush()
+        started = time.perf_counter()
+        done = await anyio.run_process(
+            [sys.executable, "-m", "palazzo_site.cli", "ingest", "--file", source.name], env=env, check=False
+        )
+    seconds = time.perf_counter() - started
+    stored = re.search(r"(\d+) stored", done.stderr.decode() + done.stdout.decode())
+    if done.returncode != 0 or stored is None:
+        phase.errors["ingest"] += 1
+        phase.error_samples.append(f"ingest: exit {done.returncode}: {done.stderr.decode()[-200:]}")
+        return
+    count = int(stored.group(1))
+    phase.extra["ingest"] = f"{count}/{items} items stored in {seconds:.1f} s ({count / seconds:.0f} items/s)"
+
+
 async def _ingest(url: str, items: int, phase: Phase, start: PhaseStart) -> None:
     run = uuid.uuid4().hex
     body = b"".join(
         json.dumps({"text": f"bulk load item {index} of {run}", **MEMORY}).encode() + b"\n" for index in range(items)
     )
     await start.go.wait()
+    if url.startswith(STDIO):
+        await _ingest_command(url[len(STDIO) :], body, items, phase)
+        return
     started = time.perf_counter()
     stored = 0
     try:
@@ -255,7 +295,7 @@ async def seed(url: str, count: int) -> list[int]:
         {"text": f"seed memory {i} about {QUERIES[i % len(QUERIES)]}: {uuid.uuid4().hex}", **MEMORY}
         for i in range(count)
     ]
-    async with Client(url + "/mcp", mode="legacy", read_timeout_seconds=300) as client:
+    async with Client(mcp_target(url), mode="legacy", read_timeout_seconds=300) as client:
         result = await client.call_tool("palace_store_batch", {"items": items})
         data = json.loads(result.content[0].text)  # type: ignore[union-attr]
         return [item["memory"]["id"] for item in data["items"]]
@@ -529,6 +569,12 @@ def run_worker_curve(args: argparse.Namespace) -> int:
 def parse_arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", help="a running server (default: start one with a throwaway data dir)")
+    parser.add_argument(
+        "--stdio",
+        action="store_true",
+        help="each session its own `palazzo runmcp` on one throwaway embedded palace (they share its holder); "
+        "the bulk ingest is `palazzo ingest`",
+    )
     parser.add_argument("--clients", type=int, default=4, help="concurrent MCP sessions (default 4)")
     parser.add_argument("--seconds", type=float, default=15.0, help="length of each loaded phase (default 15)")
     parser.add_argument("--max-calls", type=int, default=2000, help="cap on calls per session and phase")
@@ -562,6 +608,9 @@ if __name__ == "__main__":
         sys.exit(run_worker_curve(arguments))
     if arguments.url:
         sys.exit(anyio.run(main, arguments, arguments.url.rstrip("/")))
+    if arguments.stdio:
+        with tempfile.TemporaryDirectory(prefix="palazzo-load-stdio-") as scratch:
+            sys.exit(anyio.run(main, arguments, STDIO + str(Path(scratch) / "data")))
     with own_server() as (server_url, _group):
         code = anyio.run(main, arguments, server_url)
     sys.exit(code)

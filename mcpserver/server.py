@@ -33,7 +33,8 @@ from mcpserver.schemas import PalazzoEnvironment
 from mcpserver.tools import TOOLS, Caller, ToolSpec
 from palace import __version__
 from palace.engine import metrics
-from palace.errors import InvalidInput, PalaceError
+from palace.engine.holder import MAX_MESSAGE_BYTES as MAX_MESSAGE_BYTES  # what any transport takes at most
+from palace.errors import InvalidInput, PalaceError, StoreLocked
 from palace.governance import auth
 from palace.governance.audit import start_audit_writer
 from palace.operations.gain import record_usage, start_usage_writer
@@ -47,8 +48,6 @@ logger = logging.getLogger(__name__)
 
 WAKE_UP_URI = "palace://wake-up"
 GAIN_URI = "palace://gain"
-# The largest message a transport takes: 256 memories of 32 KB each, JSON-escaped, with room to spare.
-MAX_MESSAGE_BYTES = 40 * 1024 * 1024
 CONTEXT_KWARG = "_palazzo_mcp_context"
 TOKEN_STAMP_PREFIX = "token:"
 
@@ -89,12 +88,19 @@ class _RawArguments(ArgModelBase):
 
 
 class PalaceWarmup:
-    """Loads the model and opens the palace in a background thread; tool calls wait for it."""
+    """Loads the model and opens the palace in a background thread; tool calls wait for it.
 
-    def __init__(self) -> None:
+    wait_for_store (the holder): a palace another process has open (an operator command run with
+    PALAZZO_HOLDER=off, a `serve`) is tried again every STORE_RETRY_SECONDS until it is released, and a
+    tool call waits for it at most OPEN_WAIT_SECONDS before it tries itself and reports who holds it.
+    """
+
+    def __init__(self, *, wait_for_store: bool = False) -> None:
         self._lock = threading.Lock()
         self._started = False
         self._done = threading.Event()
+        self.wait_for_store = wait_for_store
+        self.store_held_elsewhere = threading.Event()  # the last attempt to open found another process holding it
 
     def start(self) -> None:
         with self._lock:
@@ -105,7 +111,17 @@ class PalaceWarmup:
 
     def _run(self) -> None:
         try:
-            open_palace(prepare_database=True)
+            while True:
+                try:
+                    open_palace(prepare_database=True)
+                    break
+                except StoreLocked as exc:
+                    if not self.wait_for_store:
+                        raise
+                    if not self.store_held_elsewhere.is_set():
+                        logger.warning("%s; trying again every %.0f s", exc, STORE_RETRY_SECONDS)
+                    self.store_held_elsewhere.set()
+                    time.sleep(STORE_RETRY_SECONDS)
         except PalaceError as exc:
             logger.error("%s", exc)
         except Exception:
@@ -116,6 +132,24 @@ class PalaceWarmup:
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the background opening finished (at once when none was started); False on timeout."""
         return not self._started or self._done.wait(timeout)
+
+    def wait_for_call(self) -> None:
+        """What a tool call waits for: the opening, or (the holder) until it found another process holding the store.
+
+        Then the call opens the palace itself, which succeeds once that process let go and otherwise reports
+        at once who holds it, instead of waiting for a `serve` that will not let go.
+        """
+        if not self.wait_for_store:
+            self.wait()
+            return
+        deadline = time.monotonic() + OPEN_WAIT_SECONDS
+        while not self.wait(0.05) and not self.store_held_elsewhere.is_set() and time.monotonic() < deadline:
+            pass
+
+
+# The holder tries a store another process holds again this often, and a call waits this long for it.
+STORE_RETRY_SECONDS = 1.0
+OPEN_WAIT_SECONDS = 30.0
 
 
 def open_palace(*, prepare_database: bool = False) -> None:
@@ -190,7 +224,7 @@ def run_recorded(
     added_by: str = "",
 ) -> Outcome:
     """The single wrapper (runs in a worker thread): call the palace, map PalaceError, record usage."""
-    warmup.wait()
+    warmup.wait_for_call()
     close_old_connections()
     started = time.perf_counter()
     try:
@@ -353,10 +387,12 @@ class PalazzoServer(MCPServer[Any]):
             _resource_reader.reset(token)
 
 
-def build_server(*, env: PalazzoEnvironment | None = None, warm_up_in_background: bool = False) -> PalazzoServer:
+def build_server(
+    *, env: PalazzoEnvironment | None = None, warm_up_in_background: bool = False, wait_for_store: bool = False
+) -> PalazzoServer:
     """The MCP server over the process's palace; read-only deployments get the read tools only."""
     env = env or settings.PALAZZO
-    warmup = PalaceWarmup()
+    warmup = PalaceWarmup(wait_for_store=wait_for_store)
 
     @asynccontextmanager
     async def lifespan(_server: MCPServer[Any]) -> AsyncIterator[dict[str, Any]]:

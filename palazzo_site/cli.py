@@ -2,6 +2,8 @@
 
 `palazzo <command>` runs the management command of that name (`palazzo serve`, `palazzo runmcp`,
 `palazzo feed`, `palazzo install-hooks` ...; dashes stand for underscores), as `manage.py` does.
+`palazzo runmcp` on an embedded palace is a pipe to the palace's holder (palazzo_site.proxy) and
+`palazzo holder` is that holder (palazzo_site.holding): neither waits for Django to answer its first line.
 `palazzo hook` is what a harness runs on every session event: it must answer within a few hundred
 milliseconds, so it imports only the standard library (palazzo_site.hook) and never Django;
 `palazzo install-hooks` edits a harness's settings file and needs no Django either.
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,12 +29,33 @@ def main(argv: list[str] | None = None) -> int:
         return install_main(args[1:])
     if args[:2] == ["feed", "--spool"] and len(args) == 2 and _server_feeds_it():
         return 0
+    if args[:1] == ["holder"]:
+        from palazzo_site.holding import main as holder_main
+
+        return holder_main(args[1:])
+    if args == ["runmcp"] and (data_dir := _held_palace_dir()) is not None:
+        from palazzo_site.proxy import run_checked
+
+        return run_checked(data_dir)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "palazzo_site.settings")
     from django.core.management import execute_from_command_line
 
     command = [args[0].replace("-", "_"), *args[1:]] if args and not args[0].startswith("-") else args
     execute_from_command_line(["palazzo", *command])
     return 0
+
+
+def _held_palace_dir() -> Path | None:
+    """The data dir whose holder runmcp pipes to: an embedded palace with the holder on (else Django decides)."""
+    from palazzo_site.environment import ConfigurationError, read_environment
+
+    try:
+        env = read_environment()
+    except ConfigurationError:
+        return None  # Django says why
+    if env.qdrant_url or not env.holder:
+        return None
+    return env.data_dir
 
 
 def _server_feeds_it() -> bool:

@@ -75,6 +75,8 @@ class PalazzoEnvironment:
     oauth_redirect_hosts: tuple[str, ...] = ()  # empty: any https host, or loopback http
     oauth_access_token_seconds: int = 3600
     oauth_rate_limit: str = "30/m"
+    holder: bool = True  # an embedded palace is held by one `palazzo holder` that every other process reaches
+    holder_idle_seconds: int = 300  # how long that holder stays once nothing uses it
 
     @property
     def oauth_enabled(self) -> bool:
@@ -287,4 +289,6 @@ def read_environment(environ: Mapping[str, str] | None = None) -> PalazzoEnviron
         oauth_redirect_hosts=get("PALAZZO_OAUTH_REDIRECT_HOSTS", _word_list, ()),
         oauth_access_token_seconds=get("PALAZZO_OAUTH_TOKEN_SECONDS", _positive_int, 3600),
         oauth_rate_limit=get("PALAZZO_OAUTH_RATE_LIMIT", _rate, "30/m"),
+        holder=get("PALAZZO_HOLDER", _boolean, True),
+        holder_idle_seconds=get("PALAZZO_HOLDER_IDLE_SECONDS", _count, 300),
     )

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+from collections.abc import AsyncIterator
 from typing import cast
 
 import anyio.to_thread
+from django.conf import settings
 from django.core.asgi import get_asgi_application
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from mcpserver.server import MAX_MESSAGE_BYTES, build_server, open_palace
-from palace.engine import runtime
+from mcpserver.server import MAX_MESSAGE_BYTES, PalazzoServer, build_server, open_palace
+from palace.engine import holder, runtime
 from palace.errors import PalaceError
 from palace.feeding import feeder
 from palace.governance.audit import stop_audit_writer
@@ -93,7 +97,7 @@ class PalazzoApplication:
             logger.exception("palazzo could not open the palace")
             await send({"type": "lifespan.startup.failed", "message": f"palazzo cannot start: {exc}"})
             return
-        async with self.mcp.session_manager.run():
+        async with self.mcp.session_manager.run(), _local_channel(self.mcp):
             await send({"type": "lifespan.startup.complete"})
             while (await receive())["type"] != "lifespan.shutdown":
                 pass
@@ -102,3 +106,31 @@ class PalazzoApplication:
         await anyio.to_thread.run_sync(stop_audit_writer)
         await anyio.to_thread.run_sync(runtime.close_palace)
         await send({"type": "lifespan.shutdown.complete"})
+
+
+@contextlib.asynccontextmanager
+async def _local_channel(server: PalazzoServer) -> AsyncIterator[None]:
+    """While `serve` holds an embedded palace, it is also that palace's holder for this machine's sessions.
+
+    So a `runmcp` or an operator command started beside it reaches the palace through its socket
+    (palace.engine.holder) instead of waiting for a palace `serve` will not let go of.
+    """
+    env = settings.PALAZZO
+    lock = holder.take_lock(env.data_dir) if env.holder and not env.qdrant_url else None
+    if lock is None:
+        yield
+        return
+    from mcpserver.local import Channel
+    from palazzo_site.holding import is_exclusive, remove_socket, run_command
+
+    listener = holder.listen(env.data_dir)
+    stop = asyncio.Event()
+    channel = Channel(server, listener, run_command=run_command, is_exclusive=is_exclusive)
+    serving = asyncio.create_task(channel.serve(stop))
+    try:
+        yield
+    finally:
+        stop.set()
+        await serving
+        remove_socket(env.data_dir, listener)
+        lock.close()

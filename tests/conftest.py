@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
+import signal
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -11,6 +14,37 @@ import pytest
 from django.conf import settings
 
 from palace.engine import runtime
+
+# The palace holders the tests' subprocesses start leave soon after their last client (default 300 s).
+os.environ.setdefault("PALAZZO_HOLDER_IDLE_SECONDS", "3")
+
+
+def holders_under(base: Path) -> list[int]:
+    """The pids of palace holders (`palazzo holder`) whose data dir lies under base."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes().split(b"\0")
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"palazzo_site.cli" not in command or b"holder" not in command:
+            continue
+        data_dirs = [item.split(b"=", 1)[1] for item in environ if item.startswith(b"PALAZZO_DATA_DIR=")]
+        if data_dirs and Path(os.fsdecode(data_dirs[0])).is_relative_to(base):
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_holder_outlives_the_tests(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Stop any palace holder a test's subprocess started under this run's temporary folders."""
+    yield
+    for pid in holders_under(tmp_path_factory.getbasetemp()):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
 
 
 @pytest.fixture

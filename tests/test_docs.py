@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # palazzo_site/cli.py runs these itself, on the standard library, before it hands anything to Django; they are
 # not management commands, and their names take no underscore form.
-CONSOLE_SCRIPT_OWN_COMMANDS = frozenset({"hook", "install-hooks"})
+CONSOLE_SCRIPT_OWN_COMMANDS = frozenset({"hook", "install-hooks", "holder"})
 # What a shell line may put before the command it runs.
 _COMMAND_PREFIXES = frozenset({"sudo", "env", "exec", "time", "nohup", "$"})
 _SEGMENT_BREAKS = frozenset({"|", "||", "&&", ";", "--", "&"})

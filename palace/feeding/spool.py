@@ -296,6 +296,11 @@ def feeder_active(data_dir: Path) -> bool:
     return False
 
 
+def has_work(data_dir: Path) -> bool:
+    """Whether any transcript waits to be fed or is being fed."""
+    return bool(pending(data_dir)) or _claimed(data_dir)
+
+
 def _claimed(data_dir: Path) -> bool:
     """Whether some job is being fed (renamed .working by whoever claimed it)."""
     return any(spool_dir(data_dir).glob(f"*{WORKING_SUFFIX}"))

@@ -6,13 +6,14 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from palace.errors import PalaceError
 from palace.management.database import prepare_database
+from palace.management.forwarding import HeldPalaceCommand
 
 
-class DumpCommand(BaseCommand):
+class DumpCommand(HeldPalaceCommand):
     """Print a selector's result as a table, or JSON with --json."""
 
     selector: Callable[[], dict[str, Any]]

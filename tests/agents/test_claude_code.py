@@ -28,9 +28,9 @@ TOOLS = ",".join(f"mcp__palazzo__palace_{name}" for name in ("store", "find", "r
 class Claude:
     """Claude Code with palazzo's hooks and its MCP server registered in a temporary config dir."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, *, data_dir: Path | None = None) -> None:
         self.cli = claude_cli()
-        self.data_dir, self.config_dir = tmp_path / "data", tmp_path / "claude"
+        self.data_dir, self.config_dir = data_dir or tmp_path / "data", tmp_path / "claude"
         self.project = tmp_path / "work" / "orrery"
         self.project.mkdir(parents=True)
         migrate(self.data_dir)
@@ -44,18 +44,16 @@ class Claude:
             done = subprocess.run(command, env=self.env, cwd=self.project, capture_output=True, text=True, timeout=120)
             assert done.returncode == 0, done.stderr + done.stdout
 
+    def command(self, model: ModelServer, prompt: str) -> tuple[list[str], dict[str, str]]:
+        """The `claude -p` command line and environment of one session against the scripted model."""
+        env = self.env | {"ANTHROPIC_BASE_URL": model.url, "ANTHROPIC_API_KEY": "scripted"}
+        return [str(self.cli), "-p", prompt, "--allowedTools", TOOLS], env
+
     def run(self, model: ModelServer, prompt: str) -> tuple[subprocess.CompletedProcess[str], float]:
         """One `claude -p` session against the scripted model; how long it took."""
-        env = self.env | {"ANTHROPIC_BASE_URL": model.url, "ANTHROPIC_API_KEY": "scripted"}
+        command, env = self.command(model, prompt)
         started = time.monotonic()
-        done = subprocess.run(
-            [str(self.cli), "-p", prompt, "--allowedTools", TOOLS],
-            env=env,
-            cwd=self.project,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        done = subprocess.run(command, env=env, cwd=self.project, capture_output=True, text=True, timeout=300)
         return done, time.monotonic() - started
 
 

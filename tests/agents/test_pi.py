@@ -37,10 +37,10 @@ def pi_cli() -> Path:
 class Pi:
     """One pi installation: an agent dir with the scripted provider and palazzo's extension, a project, a palace."""
 
-    def __init__(self, tmp_path: Path, **extra_env: str) -> None:
+    def __init__(self, tmp_path: Path, *, data_dir: Path | None = None, **extra_env: str) -> None:
         self.cli = pi_cli()
         self.agent_dir = tmp_path / "agent"
-        self.data_dir = tmp_path / "data"
+        self.data_dir = data_dir or tmp_path / "data"
         self.project = tmp_path / "work" / "orrery"
         self.project.mkdir(parents=True)
         self.agent_dir.mkdir()
@@ -59,19 +59,17 @@ class Pi:
         assert installed.returncode == 0, installed.stderr
         assert pi_extension.extension_path(self.agent_dir).is_file()
 
-    def run(self, model: ModelServer, prompt: str, *options: str) -> tuple[subprocess.CompletedProcess[str], float]:
-        """One `pi -p` session in the project against the scripted model; how long it took."""
+    def command(self, model: ModelServer, prompt: str, *options: str) -> list[str]:
+        """The `pi -p` command line of one session against the scripted model (its provider written)."""
         provider = {"baseUrl": model.url, "api": "anthropic-messages", "apiKey": "scripted", "models": [{"id": "m"}]}
         (self.agent_dir / "models.json").write_text(json.dumps({"providers": {"scripted": provider}}))
+        return [str(self.cli), "--provider", "scripted", "--model", "m", *options, "-p", prompt]
+
+    def run(self, model: ModelServer, prompt: str, *options: str) -> tuple[subprocess.CompletedProcess[str], float]:
+        """One `pi -p` session in the project against the scripted model; how long it took."""
+        command = self.command(model, prompt, *options)
         started = time.monotonic()
-        done = subprocess.run(
-            [str(self.cli), "--provider", "scripted", "--model", "m", *options, "-p", prompt],
-            env=self.env,
-            cwd=self.project,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        done = subprocess.run(command, env=self.env, cwd=self.project, capture_output=True, text=True, timeout=300)
         return done, time.monotonic() - started
 
     def settle(self) -> None:

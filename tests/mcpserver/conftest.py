@@ -28,6 +28,7 @@ from mcp_types import CallToolResult, Implementation
 ROOT = Path(__file__).resolve().parents[2]
 CLIENT_INFO = Implementation(name="palazzo-tests", version="1.2.3")
 START_TIMEOUT = 120.0
+HOLDER_IDLE_SECONDS = "3"
 
 
 def server_env(data_dir: Path, **extra: str) -> dict[str, str]:
@@ -40,6 +41,8 @@ def server_env(data_dir: Path, **extra: str) -> dict[str, str]:
         # The tests read usage through palace_gain; that it is off by default is tested by name.
         PALAZZO_GAIN_TOOL="1",
         PYTHONUNBUFFERED="1",
+        # A palace's holder outlives the runmcp that started it; in tests it leaves soon after the last one.
+        PALAZZO_HOLDER_IDLE_SECONDS=HOLDER_IDLE_SECONDS,
     )
     env.update(extra)
     return env

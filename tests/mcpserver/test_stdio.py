@@ -101,8 +101,15 @@ def test_it_lists_only_the_read_tools_when_read_only(tmp_path: Path) -> None:
         assert "read-only" in (palazzo.client.instructions or "")
 
 
-def test_it_reports_a_palace_held_by_another_process_as_a_tool_error(http_palazzo: RunningServer) -> None:
+def test_it_serves_runmcp_through_the_serve_that_holds_the_palace(http_palazzo: RunningServer) -> None:
     with connect(stdio_parameters(http_palazzo.data_dir), "stdio") as palazzo:
+        assert len(palazzo.list_tools().tools) == 11
+        assert palazzo.ok("palace_status")["total"] >= 0  # answered by serve's process, over its local channel
+        assert palazzo.ok("palace_find", {"query": "anything"})["count"] >= 0
+
+
+def test_it_reports_a_palace_held_by_another_process_as_a_tool_error(http_palazzo: RunningServer) -> None:
+    with connect(stdio_parameters(http_palazzo.data_dir, PALAZZO_HOLDER="0"), "stdio") as palazzo:
         assert len(palazzo.list_tools().tools) == 11
         message = palazzo.error("palace_status")
         assert "already open" in message and "QDRANT_URL" in message

@@ -150,7 +150,8 @@ def test_it_reports_a_read_only_data_dir_clearly_at_start_up(tmp_path: Path) -> 
     # Honest limit: Qdrant Edge memory-maps its files read-write, so it cannot even read a read-only shard.
     source, point = tmp_path / "palace", tmp_path / "read-only"
     migrate(source / "data")
-    assert manage(source / "data", "status").returncode == 0
+    # In this process: a holder would stay on, and the read-only view of the same folder would reach it.
+    assert manage(source / "data", "status", PALAZZO_HOLDER="0").returncode == 0
     point.mkdir()
     if _mount("--bind", str(source), str(point)).returncode != 0:
         pytest.skip("cannot bind-mount here (needs root)")
@@ -191,12 +192,23 @@ def held_palace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path
 
 
 @pytest.mark.parametrize("command", [("status",), ("verify",), ("taxonomy", "--json")])
+def test_it_runs_operator_commands_inside_the_serve_that_holds_the_palace(
+    held_palace: tuple[Path, str], command: tuple[str, ...]
+) -> None:
+    data_dir, _ = held_palace
+    result = manage(data_dir, *command)
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+    assert result.stdout.strip(), "the command's own output, from the server's process"
+
+
+@pytest.mark.parametrize("command", [("status",), ("verify",), ("taxonomy", "--json")])
 def test_it_names_the_holder_and_the_alternatives_to_a_second_process(
     held_palace: tuple[Path, str], command: tuple[str, ...]
 ) -> None:
     data_dir, _ = held_palace
     holder = json.loads((data_dir / "shards" / "claude-memory" / "holder.json").read_text())
-    result = manage(data_dir, *command)
+    result = manage(data_dir, *command, PALAZZO_HOLDER="0")
     output = result.stdout + result.stderr
     assert result.returncode != 0
     assert f"process {holder['pid']} on {holder['host']}" in output

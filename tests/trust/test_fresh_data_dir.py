@@ -55,12 +55,28 @@ def test_it_ingests_into_a_never_migrated_data_dir(tmp_path: Path) -> None:
     assert "1 stored" in result.stderr and "Traceback" not in result.stderr
 
 
-def test_it_refuses_to_rebuild_under_a_live_runmcp_and_keeps_its_writes(tmp_path: Path) -> None:
+def test_it_refuses_to_rebuild_under_a_live_session_then_rebuilds_once_it_left(tmp_path: Path) -> None:
     data_dir = tmp_path / "held"
     with connect(stdio_parameters(data_dir), "stdio") as client:
         first = client.ok("palace_store", memory("acknowledged before the rebuild attempt"))
+        refused = manage(data_dir, "rebuild")
+        second = client.ok("palace_store", memory("acknowledged after the rebuild attempt"))
+    assert refused.returncode == 2, refused.stderr
+    assert "replaces the store under everyone" in refused.stderr and "1 other session" in refused.stderr
+    rebuilt = manage(data_dir, "rebuild")  # the holder is still there (idle), and nobody else is connected
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert json.loads(rebuilt.stderr)["entries_replayed"] == 2
+    with connect(stdio_parameters(data_dir), "stdio") as client:
+        recalled = client.ok("palace_recall", {"ids": [first["id"], second["id"]]})
+    assert len(recalled["memories"]) == 2
 
-        rebuild = manage(data_dir, "rebuild")
+
+def test_it_refuses_to_rebuild_under_a_runmcp_holding_the_palace_itself_and_keeps_its_writes(tmp_path: Path) -> None:
+    data_dir = tmp_path / "held"
+    with connect(stdio_parameters(data_dir, PALAZZO_HOLDER="0"), "stdio") as client:
+        first = client.ok("palace_store", memory("acknowledged before the rebuild attempt"))
+
+        rebuild = manage(data_dir, "rebuild", PALAZZO_HOLDER="0")
         holder = rebuild.stderr.split("already open in process ")[-1].split()[0]
         # The holder named is the live runmcp, never the refused command itself.
         assert b"runmcp" in Path(f"/proc/{holder}/cmdline").read_bytes(), rebuild.stderr

@@ -30,12 +30,29 @@ def test_it_runs_expire_redact_and_audit_on_a_never_migrated_data_dir(tmp_path: 
     assert exported.stdout == ""
 
 
-def test_it_refuses_expire_and_redact_under_a_live_runmcp(tmp_path: Path) -> None:
+def test_it_runs_expire_and_redact_in_the_holder_of_a_live_session(tmp_path: Path) -> None:
     data_dir = tmp_path / "held"
     with connect(stdio_parameters(data_dir), "stdio") as client:
+        stored = client.ok("palace_store", memory("acknowledged while expire and redact run beside it"))
+
+        ran = [manage(data_dir, "expire"), manage(data_dir, "redact")]
+
+        recalled = client.ok("palace_recall", {"ids": [stored["id"]]})
+
+    for result in ran:
+        assert result.returncode == 0, result.stderr
+        assert "Traceback" not in result.stderr
+    assert json.loads(ran[0].stdout)["expired_count"] == 0
+    assert json.loads(ran[1].stdout)["memories"] == 0  # nothing in it matches a redaction rule
+    assert [m["id"] for m in recalled["memories"]] == [stored["id"]]
+
+
+def test_it_refuses_expire_and_redact_under_a_runmcp_that_holds_the_palace_itself(tmp_path: Path) -> None:
+    data_dir = tmp_path / "held"
+    with connect(stdio_parameters(data_dir, PALAZZO_HOLDER="0"), "stdio") as client:
         stored = client.ok("palace_store", memory("acknowledged while expire and redact are refused"))
 
-        refused = [manage(data_dir, "expire"), manage(data_dir, "redact")]
+        refused = [manage(data_dir, "expire", PALAZZO_HOLDER="0"), manage(data_dir, "redact", PALAZZO_HOLDER="0")]
 
         recalled = client.ok("palace_recall", {"ids": [stored["id"]]})
 

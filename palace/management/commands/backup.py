@@ -6,18 +6,20 @@ import json
 from pathlib import Path
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from palace.errors import PalaceError
 from palace.management.database import prepare_database
+from palace.management.forwarding import HeldPalaceCommand
 from palace.operations.backup import create_backup
 
 
-class Command(BaseCommand):
+class Command(HeldPalaceCommand):
     help = (
         "Write a backup directory (never overwriting): the database snapshot, which holds the journal, tokens, users "
         "and usage, plus the JSONL journal mirror. The vector store is rebuilt from the journal on restore."
     )
+    path_options = ("out",)
     requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:

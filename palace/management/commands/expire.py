@@ -5,15 +5,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from palace.errors import PalaceError, StoreLocked
 from palace.governance.audit import command_actor
 from palace.management.database import held_palace_error, prepare_database
+from palace.management.forwarding import HeldPalaceCommand
 from palace.writes import services
 
 
-class Command(BaseCommand):
+class Command(HeldPalaceCommand):
     help = "Hard-delete every expired memory; the journal keeps their full records. --dry-run only lists them."
 
     def add_arguments(self, parser: CommandParser) -> None:

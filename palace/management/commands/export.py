@@ -6,22 +6,23 @@ memory.json; markdown is a folder of notes (basic-memory's format; --out names t
 
 from __future__ import annotations
 
-import sys
 from contextlib import ExitStack
 from pathlib import Path
 from typing import IO, Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from palace.errors import PalaceError
 from palace.governance.audit import command_actor
 from palace.management.database import prepare_database
+from palace.management.forwarding import HeldPalaceCommand
 from palace.operations import ingest as ingest_service
 from palace.operations import leaving
 
 
-class Command(BaseCommand):
+class Command(HeldPalaceCommand):
     help = "Write every memory (superseded ones included, every field) as JSON Lines, in id order."
+    path_options = ("out",)
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--out", help="file to write (default: standard output); the folder for markdown")
@@ -53,7 +54,9 @@ class Command(BaseCommand):
             memories = ingest_service.export_memories(actor=command_actor("export"))
             with ExitStack() as stack:
                 sink: IO[str] = (
-                    stack.enter_context(open(options["out"], "w", encoding="utf-8")) if options["out"] else sys.stdout
+                    stack.enter_context(open(options["out"], "w", encoding="utf-8"))
+                    if options["out"]
+                    else self.raw_stdout()
                 )
                 if options["format"] == "memory-json":
                     for line in leaving.memory_json_lines(memories):

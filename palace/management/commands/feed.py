@@ -9,14 +9,13 @@ reply is fed too (and superseded when the reply comes). `--spool` drains the hoo
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from tqdm import tqdm
 
 from palace.errors import PalaceError, StoreLocked
@@ -24,6 +23,7 @@ from palace.feeding import feeder, spool
 from palace.feeding.exchanges import Destination, FeedReport
 from palace.feeding.transcripts import HARNESSES, TranscriptError, default_roots, discover
 from palace.management.database import prepare_database
+from palace.management.forwarding import HeldPalaceCommand
 
 
 def describe(report: FeedReport) -> str:
@@ -40,8 +40,14 @@ def describe(report: FeedReport) -> str:
     return f"{report.status} {report.path} [session {report.session}, room {report.room}]{extra}: {counts}{reason}"
 
 
-class Command(BaseCommand):
+class Command(HeldPalaceCommand):
     help = "Feed harness transcripts (files or directories; default: every Claude Code session) into the palace."
+    path_options = ("paths",)
+
+    def forwarded_here(self, argv: list[str]) -> bool:
+        # `feed --spool` is the detached feeder a hook starts when no holder runs: it holds the palace itself.
+        return "--spool" not in argv and super().forwarded_here(argv)
+
     requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -94,7 +100,7 @@ class Command(BaseCommand):
         self._print(reports, options, shown=True)
 
     def _progress(self, total: int) -> Any:
-        return tqdm(total=total, unit="session", file=sys.stderr, disable=not sys.stderr.isatty())
+        return tqdm(total=total, unit="session", file=self.raw_stderr(), disable=not self.raw_stderr().isatty())
 
     def _feed_here(self, found: list[tuple[str, Path]], options: dict[str, Any]) -> list[FeedReport]:
         from palace.feeding import exchanges
@@ -126,7 +132,7 @@ class Command(BaseCommand):
                     )
                 reports.append(report)
                 if not options["json"]:
-                    bar.write(describe(report), file=sys.stdout)
+                    bar.write(describe(report), file=self.raw_stdout())
                 bar.update(1)
         return reports
 

@@ -13,19 +13,21 @@ from pathlib import Path
 from typing import Any
 
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from tqdm import tqdm
 
 from palace.errors import InvalidInput, PalaceError, StoreLocked
 from palace.management.database import held_palace_error, prepare_database
+from palace.management.forwarding import HeldPalaceCommand
 from palace.operations import imports
 from palace.operations.ingest import ImportDefaults
 
 SHOWN_FAILURES = 20
 
 
-class Command(BaseCommand):
+class Command(HeldPalaceCommand):
     help = "Import memories from another memory server's files or a conversation archive (see --help for sources)."
+    path_options = ("path",)
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("source", choices=imports.SOURCES, help="what wrote PATH")
@@ -50,7 +52,7 @@ class Command(BaseCommand):
         failures: list[str] = []
         try:
             outcomes = imports.import_records(source=source, path=path, defaults=defaults, dry_run=options["dry_run"])
-            with tqdm(unit="record", file=sys.stderr, disable=not sys.stderr.isatty()) as bar:
+            with tqdm(unit="record", file=self.raw_stderr(), disable=not self.raw_stderr().isatty()) as bar:
                 for outcome in outcomes:
                     bar.update(1)
                     counts[outcome.status] = counts.get(outcome.status, 0) + 1

@@ -4,24 +4,25 @@ from __future__ import annotations
 
 import getpass
 import json
-import sys
 import time
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from tqdm import tqdm
 
 from palace.errors import PalaceError, StoreLocked
 from palace.management.commands.ingest import SHOWN_FAILURES, summary
 from palace.management.database import held_palace_error, prepare_database
+from palace.management.forwarding import HeldPalaceCommand
 from palace.operations import ingest as ingest_service
 
 
-class Command(BaseCommand):
+class Command(HeldPalaceCommand):
     help = (
         "Import every point of a Qdrant collection written by the Rust palazzo (or mcp-server-qdrant), "
         "re-embedding with the current model and keeping ids, timestamps and temporal fields."
     )
+    path_options = ("path",)
 
     def add_arguments(self, parser: CommandParser) -> None:
         where = parser.add_mutually_exclusive_group(required=True)
@@ -68,7 +69,7 @@ class Command(BaseCommand):
         redactions: dict[str, int] = {}
         failures = reassigned = 0
         error = None
-        with tqdm(total=total, unit="point", file=sys.stderr, disable=not sys.stderr.isatty()) as bar:
+        with tqdm(total=total, unit="point", file=self.raw_stderr(), disable=not self.raw_stderr().isatty()) as bar:
             for report in reports:
                 if report.error is not None:
                     error = f"chunk {report.chunk}: {report.error}"

@@ -9,11 +9,12 @@ import time
 from contextlib import ExitStack
 from typing import IO, Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from tqdm import tqdm
 
 from palace.errors import PalaceError, StoreLocked
 from palace.management.database import held_palace_error, prepare_database
+from palace.management.forwarding import HeldPalaceCommand
 from palace.operations import ingest as ingest_service
 
 # Failed lines named on stderr without --json; the rest are counted.
@@ -41,11 +42,13 @@ def count_items(path: str) -> int | None:
         return None
 
 
-class Command(BaseCommand):
+class Command(HeldPalaceCommand):
     help = (
         "Store memories from JSON Lines (text, category, wing, room, hall, optional session, source_file, "
         "timestamp; lines with an id, as `export` writes them, are restored as-is) in chunks of 256."
     )
+    path_options = ("file",)
+    stdin_option = "file"
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--file", help="JSON Lines file to read (default: standard input)")
@@ -65,7 +68,9 @@ class Command(BaseCommand):
                 stack.enter_context(self._open(options["file"])) if options["file"] else sys.stdin.buffer
             )
             total = count_items(options["file"]) if options["file"] else None
-            bar = stack.enter_context(tqdm(total=total, unit="item", file=sys.stderr, disable=not sys.stderr.isatty()))
+            bar = stack.enter_context(
+                tqdm(total=total, unit="item", file=self.raw_stderr(), disable=not self.raw_stderr().isatty())
+            )
             started = time.perf_counter()
             if options["url"]:
                 counts, errors = self._remote(options, source, bar)

@@ -5,15 +5,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from palace.errors import PalaceError, StoreLocked
 from palace.management.database import held_palace_error, prepare_database
+from palace.management.forwarding import HeldPalaceCommand
 from palace.writes import services
 
 
-class Command(BaseCommand):
+class Command(HeldPalaceCommand):
     help = "Recreate the vector store from the journal, re-embedding every memory with the configured model."
+    exclusive = True  # it replaces the store: the holder runs it with nobody else connected
 
     def handle(self, *args: Any, **options: Any) -> None:
         prepare_database()

@@ -5,14 +5,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from palace.errors import PalaceError, StoreLocked
 from palace.management.database import held_palace_error, prepare_database
+from palace.management.forwarding import HeldPalaceCommand
 from palace.writes import scrub
 
 
-class Command(BaseCommand):
+class Command(HeldPalaceCommand):
     help = (
         "Rewrite every memory and journal entry that the redaction packs in force match (journaled), then "
         "rebuild the store from the scrubbed journal; --dry-run only counts. Run it with the server stopped."

@@ -6,13 +6,14 @@ import json
 import sys
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from palace.errors import PalaceError
 from palace.management.database import prepare_database
+from palace.management.forwarding import HeldPalaceCommand
 
 
-class Command(BaseCommand):
+class Command(HeldPalaceCommand):
     help = (
         "Compare the journal with the vector store: every journaled memory present with its text and temporal "
         "fields, every deleted one gone, no point the journal does not explain. Exits 1 on any difference."

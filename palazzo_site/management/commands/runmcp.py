@@ -25,6 +25,14 @@ class Command(BaseCommand):
                 "MCP client (e.g. `claude mcp add palazzo -- palazzo runmcp`), or use `serve` for HTTP",
                 returncode=2,
             )
+        from django.conf import settings
+
+        if settings.PALAZZO.holder and not settings.PALAZZO.qdrant_url:
+            from palazzo_site.proxy import run as run_through_holder
+
+            # An embedded palace has one holder process; this one is a pipe to it (palazzo_site.proxy).
+            run_through_holder(settings.PALAZZO.data_dir)
+            return
         # No migrate here: the warm-up prepares the database while the model loads (mcpserver.server
         # open_palace), so initialize is answered at once even on a brand-new data dir.
         from mcpserver.stdio import run_stdio
