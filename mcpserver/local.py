@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import socket
@@ -18,8 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import anyio
+from django.conf import settings
 
-from mcpserver.server import PalazzoServer
+from mcpserver.server import PalazzoServer, build_server
 from mcpserver.stdio import InFlight, PipeLines, _Answers, loop_line_reader
 from palace.engine import holder
 
@@ -96,6 +98,7 @@ class Channel:
         is_exclusive: IsExclusive = lambda _name: False,
     ) -> None:
         self.server = server
+        self._read_only_server: PalazzoServer | None = None
         self.listener = listener
         self.run_command = run_command
         self.is_exclusive = is_exclusive
@@ -159,7 +162,7 @@ class Channel:
         if preamble["palazzo"] == holder.PROTOCOL_MCP:
             self.state.sessions += 1
             try:
-                await self._mcp_session(reader, writer)
+                await self._mcp_session(reader, writer, self._server_for(preamble))
             finally:
                 self.state.sessions -= 1
         else:
@@ -169,7 +172,18 @@ class Channel:
             finally:
                 self.state.commands -= 1
 
-    async def _mcp_session(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def _server_for(self, preamble: dict[str, Any]) -> PalazzoServer:
+        """A session whose own settings say read-only (PALAZZO_READ_ONLY) gets the read tools only."""
+        if preamble.get("read_only") is not True or self.server.read_only:
+            return self.server
+        if self._read_only_server is None:
+            env = dataclasses.replace(settings.PALAZZO, read_only=True)
+            self._read_only_server = build_server(env=env, warmup=self.server.warmup)
+        return self._read_only_server
+
+    async def _mcp_session(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, server: PalazzoServer
+    ) -> None:
         from mcp.server.stdio import stdio_server
 
         in_flight = InFlight()
@@ -181,7 +195,7 @@ class Channel:
         lines = PipeLines(loop_line_reader(reader), in_flight)
         answers = _Answers(send, in_flight)
         async with stdio_server(stdin=cast(Any, lines), stdout=cast(Any, answers)) as (read_stream, write_stream):
-            await self.server.run_streams(read_stream, write_stream)
+            await server.run_streams(read_stream, write_stream)
         with contextlib.suppress(OSError):
             if writer.can_write_eof():
                 writer.write_eof()

@@ -371,6 +371,7 @@ class PalazzoServer(MCPServer[Any]):
     """MCPServer that tells resource functions who is reading, and serves any pair of message streams."""
 
     warmup: PalaceWarmup  # the palace opening its tool calls wait for
+    read_only: bool  # only the read tools are served
 
     async def run_streams(
         self, read_stream: ReadStream[SessionMessage | Exception], write_stream: WriteStream[SessionMessage]
@@ -388,11 +389,19 @@ class PalazzoServer(MCPServer[Any]):
 
 
 def build_server(
-    *, env: PalazzoEnvironment | None = None, warm_up_in_background: bool = False, wait_for_store: bool = False
+    *,
+    env: PalazzoEnvironment | None = None,
+    warm_up_in_background: bool = False,
+    wait_for_store: bool = False,
+    warmup: PalaceWarmup | None = None,
 ) -> PalazzoServer:
-    """The MCP server over the process's palace; read-only deployments get the read tools only."""
+    """The MCP server over the process's palace; read-only deployments get the read tools only.
+
+    warmup: another server's opening of the same palace, to wait for instead of a new one (the holder's
+    read-only sessions are served by a second server over the one palace).
+    """
     env = env or settings.PALAZZO
-    warmup = PalaceWarmup(wait_for_store=wait_for_store)
+    warmup = warmup or PalaceWarmup(wait_for_store=wait_for_store)
 
     @asynccontextmanager
     async def lifespan(_server: MCPServer[Any]) -> AsyncIterator[dict[str, Any]]:
@@ -413,6 +422,7 @@ def build_server(
         lifespan=lifespan,
     )
     server.warmup = warmup
+    server.read_only = env.read_only
 
     async def wake_up(ctx: Context[Any]) -> str:
         outcome = await _wake_up("prompt:wake_up", warmup, _caller(ctx))

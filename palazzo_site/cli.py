@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from palazzo_site.environment import PalazzoEnvironment
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,10 +36,10 @@ def main(argv: list[str] | None = None) -> int:
         from palazzo_site.holding import main as holder_main
 
         return holder_main(args[1:])
-    if args == ["runmcp"] and (data_dir := _held_palace_dir()) is not None:
+    if args == ["runmcp"] and (env := _held_palace_env()) is not None:
         from palazzo_site.proxy import run_checked
 
-        return run_checked(data_dir)
+        return run_checked(env.data_dir, read_only=env.read_only)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "palazzo_site.settings")
     from django.core.management import execute_from_command_line
 
@@ -45,8 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _held_palace_dir() -> Path | None:
-    """The data dir whose holder runmcp pipes to: an embedded palace with the holder on (else Django decides)."""
+def _held_palace_env() -> PalazzoEnvironment | None:
+    """The settings of a runmcp that pipes to a holder: an embedded palace with the holder on (else Django decides)."""
     from palazzo_site.environment import ConfigurationError, read_environment
 
     try:
@@ -55,7 +58,7 @@ def _held_palace_dir() -> Path | None:
         return None  # Django says why
     if env.qdrant_url or not env.holder:
         return None
-    return env.data_dir
+    return env
 
 
 def _server_feeds_it() -> bool:

@@ -93,8 +93,11 @@ def _error_answer(request_id_key: str, text: str, *, pending: Pending) -> bytes:
 class HolderPipe:
     """One client's MCP session carried to the palace's holder, across holder restarts."""
 
-    def __init__(self, data_dir: Path, *, write_client: Callable[[bytes], Awaitable[None]]) -> None:
+    def __init__(
+        self, data_dir: Path, *, write_client: Callable[[bytes], Awaitable[None]], read_only: bool = False
+    ) -> None:
         self.data_dir = data_dir
+        self.read_only = read_only
         self.write_client = write_client
         self.in_flight: dict[str, Pending] = {}
         self.read_only_tools: set[str] = set()
@@ -233,7 +236,8 @@ class HolderPipe:
     async def _connect(self, *, replay: bool) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         sock = await asyncio.get_running_loop().run_in_executor(None, self._ensure)
         reader, writer = await asyncio.open_unix_connection(sock=sock, limit=holder.MAX_MESSAGE_BYTES + 1024)
-        writer.write(holder.encode({"palazzo": holder.PROTOCOL_MCP, "pid": os.getpid()}))
+        preamble = {"palazzo": holder.PROTOCOL_MCP, "pid": os.getpid(), "read_only": self.read_only}
+        writer.write(holder.encode(preamble))
         if replay:
             await self._replay(reader, writer)
         return reader, writer
@@ -428,8 +432,8 @@ async def _client_lines(pipe: HolderPipe) -> None:
     await pipe.client_ended()
 
 
-async def _serve(data_dir: Path) -> None:
-    pipe = HolderPipe(data_dir, write_client=await _client_writer())
+async def _serve(data_dir: Path, read_only: bool) -> None:
+    pipe = HolderPipe(data_dir, write_client=await _client_writer(), read_only=read_only)
     holder_side = asyncio.create_task(pipe.run())
     client_side = asyncio.create_task(_client_lines(pipe))
     await holder_side
@@ -438,7 +442,7 @@ async def _serve(data_dir: Path) -> None:
         await client_side
 
 
-def run_checked(data_dir: Path) -> int:
+def run_checked(data_dir: Path, *, read_only: bool = False) -> int:
     """runmcp's start: refuse closed standard streams, then serve through the holder."""
     # Python starts with sys.stdin or sys.stdout None when its fd was closed; by now another file may
     # hold that fd number, so the objects are the test, not the descriptors.
@@ -449,12 +453,16 @@ def run_checked(data_dir: Path) -> int:
             "MCP client (e.g. `claude mcp add palazzo -- palazzo runmcp`), or use `serve` for HTTP\n"
         )
         return 2
-    return run(data_dir)
+    return run(data_dir, read_only=read_only)
 
 
-def run(data_dir: Path) -> int:
-    """Serve one MCP client on stdin/stdout through data_dir's holder; the exit status."""
+def run(data_dir: Path, *, read_only: bool = False) -> int:
+    """Serve one MCP client on stdin/stdout through data_dir's holder; the exit status.
+
+    read_only (this process's PALAZZO_READ_ONLY): the holder serves this session the read tools only,
+    whatever the settings of the process that started the holder.
+    """
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(message)s")
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_serve(data_dir))
+        asyncio.run(_serve(data_dir, read_only))
     return 0

@@ -9,12 +9,14 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
 import signal
 import socket
 import sqlite3
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections import Counter
@@ -30,7 +32,7 @@ from mcp_types import Implementation
 
 from palace.engine import holder
 from tests.conftest import holders_under
-from tests.mcpserver.conftest import stdio_parameters
+from tests.mcpserver.conftest import connect, stdio_parameters
 from tests.palace.helpers import memory
 from tests.trust.conftest import ROOT, server_env, tool_json
 
@@ -215,6 +217,22 @@ def test_it_starts_one_holder_for_sessions_that_start_together_and_leaves_when_i
     assert not holder.socket_path(data_dir).exists()
 
 
+def test_it_keeps_a_read_only_session_read_only_beside_a_writing_one_on_the_same_holder(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    with (
+        connect(stdio_parameters(data_dir), "stdio") as writer,
+        connect(stdio_parameters(data_dir, PALAZZO_READ_ONLY="1"), "stdio") as reader,
+    ):
+        stored = writer.ok("palace_store", memory("the read-only session finds what the writer stored"))
+        tools = {tool.name for tool in reader.list_tools().tools}
+        assert "palace_find" in tools and "palace_store" not in tools and "palace_delete" not in tools
+        assert "Unknown tool" in reader.error("palace_store", memory("a read-only session cannot write"))
+        found = reader.ok("palace_find", {"query": "the read-only session finds what the writer stored"})
+        assert [hit["id"] for hit in found["results"]][:1] == [stored["id"]]
+        assert len(live_holders(data_dir)) == 1, "both sessions are served by one holder"
+        assert writer.total() == 1
+
+
 def test_it_admits_only_this_user_on_a_socket_born_private(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     connection = holder.ensure(data_dir, environ=server_env(data_dir))
@@ -228,6 +246,57 @@ def test_it_admits_only_this_user_on_a_socket_born_private(tmp_path: Path) -> No
     deep = tmp_path / ("d" * 90) / "data"
     assert holder.socket_path(deep).parent == holder.runtime_dir()
     assert stat.S_IMODE(os.stat(holder.runtime_dir()).st_mode) == 0o700
+
+
+OTHER_USER = 65534  # nobody
+CONNECT_AS_OTHER_USER = """
+import socket, sys
+connection = socket.socket(socket.AF_UNIX)
+try:
+    connection.connect(sys.argv[1])
+except OSError as exc:
+    print(f"refused: {exc.strerror}")
+    raise SystemExit(0)
+connection.sendall(b'{"palazzo": "command", "name": "status", "args": []}\\n')
+print(connection.recv(4096).decode())
+"""
+
+
+# The other user runs the system's interpreter: the project's may live where only root may enter.
+SYSTEM_PYTHON = shutil.which("python3", path="/usr/bin:/bin")
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or SYSTEM_PYTHON is None, reason="needs root and a system python3")
+def test_it_refuses_another_user_by_the_socket_s_mode_and_again_by_its_credentials(tmp_path: Path) -> None:
+    # Under a directory anyone may enter, so only the socket's own mode and the holder's check stand in the way.
+    open_dir = Path(tempfile.mkdtemp(prefix="palazzo-open-", dir="/tmp"))
+    try:
+        open_dir.chmod(0o755)
+        data_dir = open_dir / "data"
+        connection = holder.ensure(data_dir, environ=server_env(data_dir))
+        try:
+            path = str(holder.socket_path(data_dir))
+
+            def as_other_user() -> str:
+                done = subprocess.run(
+                    [str(SYSTEM_PYTHON), "-c", CONNECT_AS_OTHER_USER, path],
+                    user=OTHER_USER,
+                    capture_output=True,
+                    text=True,
+                    timeout=30,
+                )
+                return done.stdout + done.stderr
+
+            assert "refused: Permission denied" in as_other_user()
+            os.chmod(path, 0o666)  # as if the mode were lost: the holder still asks who is at the other end
+            answer = as_other_user()
+            assert "serves only the user who runs it" in answer and '"exit"' not in answer, answer
+        finally:
+            connection.close()
+    finally:
+        for pid in holders_under(open_dir):
+            os.kill(pid, signal.SIGTERM)
+        shutil.rmtree(open_dir, ignore_errors=True)
 
 
 def _exchange(data_dir: Path, payload: bytes) -> list[bytes]:

@@ -31,7 +31,7 @@ class Command(BaseCommand):
             from palazzo_site.proxy import run as run_through_holder
 
             # An embedded palace has one holder process; this one is a pipe to it (palazzo_site.proxy).
-            run_through_holder(settings.PALAZZO.data_dir)
+            run_through_holder(settings.PALAZZO.data_dir, read_only=settings.PALAZZO.read_only)
             return
         # No migrate here: the warm-up prepares the database while the model loads (mcpserver.server
         # open_palace), so initialize is answered at once even on a brand-new data dir.
