@@ -21,7 +21,8 @@ import pytest
 from tests.agents.model_server import ModelServer, Reply, all_text, scripted, tool_result_text
 from tests.agents.test_claude_code import Claude
 from tests.agents.test_pi import Pi, settle
-from tests.mcpserver.conftest import connect, migrate, stdio_parameters
+from tests.mcpserver.conftest import connect, migrate, server_env, stdio_parameters
+from tests.palazzo_site.test_hook import PALAZZO
 
 pytestmark = pytest.mark.slow
 FACTS = {
@@ -63,6 +64,13 @@ def test_it_lets_two_claude_code_sessions_and_a_pi_session_share_one_palace_at_o
     pi = Pi(tmp_path / "pi", data_dir=data_dir)
     models = {agent: ModelServer(script(agent, "mcp__palazzo__")) for agent in claudes}
     models["pi"] = ModelServer(script("pi", ""))
+    # The palace's holder is up, as on a laptop where a window is already open: a CLI in -p mode sends its
+    # first request as soon as its MCP servers have answered or a few seconds passed, and three CLIs
+    # starting a cold holder at once on a loaded 2-core machine can take longer than that.
+    warm = subprocess.run(
+        [str(PALAZZO), "status"], env=server_env(data_dir, PALAZZO_HOLDER_IDLE_SECONDS="10"), capture_output=True
+    )
+    assert warm.returncode == 0, warm.stderr
     for model in models.values():
         model.__enter__()
     try:
@@ -83,10 +91,12 @@ def test_it_lets_two_claude_code_sessions_and_a_pi_session_share_one_palace_at_o
             model.__exit__(None, None, None)
     for agent, process in processes.items():
         assert process.returncode == 0, f"{agent}: {outputs[agent]}"
+    holder_log = (data_dir / "holder.log").read_text() if (data_dir / "holder.log").exists() else ""
 
     prefixes = {"claude-a": "mcp__palazzo__", "claude-b": "mcp__palazzo__", "pi": ""}
     for agent, prefix in prefixes.items():
         requests = models[agent].agent_requests(f"{prefix}palace_find")
+        assert requests, f"{agent} was never offered the palace's tools: {outputs[agent]}\n{holder_log}"
         assert "<palazzo-wake-up>" in all_text(requests[0]), f"{agent} woke up with the palace"
         stored_text, failed = tool_result_text(requests[1])
         assert not failed, stored_text

@@ -166,13 +166,23 @@ def test_it_guards_ingest_with_the_host_check_and_documents_it(server: RunningSe
     assert "/export" in schema["paths"]
 
 
-def test_it_tells_the_command_to_use_the_running_server(server: RunningServer, tmp_path: Path) -> None:
+def test_it_ingests_through_the_running_server_or_tells_the_command_to_use_it(
+    server: RunningServer, tmp_path: Path
+) -> None:
     source = tmp_path / "in.jsonl"
     source.write_bytes(body("Sent by the command", 3, "not json"))
     command = [sys.executable, "manage.py", "ingest", "--file", str(source)]
     env = server_env(server.data_dir)
 
-    locked = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    # The server holds the embedded palace and serves its local channel: the command runs inside it.
+    ran = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 1  # the malformed line failed; the rest went in
+    assert "line 4: is not valid JSON" in ran.stderr and "3 stored" in ran.stderr, ran.stderr
+
+    # A command that holds the palace itself (PALAZZO_HOLDER=0) is refused and told where to send the file.
+    locked = subprocess.run(
+        command, cwd=ROOT, env=env | {"PALAZZO_HOLDER": "0"}, capture_output=True, text=True, timeout=120
+    )
     assert locked.returncode == 2
     assert "--url http://" in locked.stderr and "stop the server" in locked.stderr
     assert "Traceback" not in locked.stderr
@@ -182,7 +192,7 @@ def test_it_tells_the_command_to_use_the_running_server(server: RunningServer, t
     )
     assert sent.returncode == 1  # the malformed line failed; the rest went in
     assert "line 4: is not valid JSON" in sent.stderr
-    assert "ingest: 4 items: 3 stored, 0 duplicates returned, 0 duplicates skipped, 1 failed" in sent.stderr
+    assert "ingest: 4 items: 0 stored, 3 duplicates returned, 0 duplicates skipped, 1 failed" in sent.stderr
     assert os.path.exists(server.data_dir / "wal.jsonl")
 
 
