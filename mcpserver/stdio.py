@@ -15,7 +15,6 @@ import contextlib
 import json
 import logging
 import os
-import stat
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, BinaryIO, cast
 
@@ -23,6 +22,7 @@ import anyio
 import mcp_types
 
 from mcpserver.server import MAX_MESSAGE_BYTES, PalazzoServer, build_server
+from palace.engine.holder import loop_can_wait_on
 from palace.governance.audit import stop_audit_writer
 from palace.operations.gain import stop_usage_writer
 
@@ -67,15 +67,6 @@ async def _serve(server: PalazzoServer) -> None:
             stdio_server(stdin=cast(Any, lines), stdout=cast(Any, answers)) as (read_stream, write_stream),
         ):
             await server.run_streams(read_stream, write_stream)
-
-
-def _loop_can_wait_on(fd: int) -> bool:
-    """Whether the event loop can wait on fd: a pipe or a socket (epoll refuses regular files)."""
-    try:
-        mode = os.fstat(fd).st_mode
-    except OSError:
-        return False
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
 @contextlib.contextmanager
@@ -247,7 +238,7 @@ async def _wire(wire_in: int, wire_out: int) -> AsyncIterator[tuple[PipeLines, _
     loop = asyncio.get_running_loop()
     in_flight = InFlight()
     closers: list[Callable[[], None]] = []
-    if _loop_can_wait_on(wire_in):
+    if loop_can_wait_on(wire_in):
         reader = asyncio.StreamReader(limit=MAX_MESSAGE_BYTES)
         read_transport, _ = await loop.connect_read_pipe(
             lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(wire_in, "rb", buffering=0)
@@ -258,7 +249,7 @@ async def _wire(wire_in: int, wire_out: int) -> AsyncIterator[tuple[PipeLines, _
         # Never closed: a worker thread may still block in its readline, and closing a buffered file
         # waits for that read to end. The descriptor goes with the process.
         read_line = threaded_line_reader(os.fdopen(wire_in, "rb", closefd=False))
-    if _loop_can_wait_on(wire_out):
+    if loop_can_wait_on(wire_out):
         write_transport, protocol = await loop.connect_write_pipe(
             asyncio.streams.FlowControlMixin, os.fdopen(wire_out, "wb", buffering=0)
         )

@@ -20,7 +20,6 @@ import contextlib
 import json
 import logging
 import os
-import stat
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -355,18 +354,10 @@ class HolderPipe:
 # stdin and stdout ------------------------------------------------------------------------------------
 
 
-def _loop_can_wait_on(fd: int) -> bool:
-    try:
-        mode = os.fstat(fd).st_mode
-    except OSError:
-        return False
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
-
-
 async def _client_writer() -> Callable[[bytes], Awaitable[None]]:
     loop = asyncio.get_running_loop()
     lock = asyncio.Lock()
-    if _loop_can_wait_on(1):
+    if holder.loop_can_wait_on(1):
         transport, protocol = await loop.connect_write_pipe(
             asyncio.streams.FlowControlMixin, os.fdopen(os.dup(1), "wb", buffering=0)
         )
@@ -397,7 +388,7 @@ async def _client_writer() -> Callable[[bytes], Awaitable[None]]:
 
 async def _client_lines(pipe: HolderPipe) -> None:
     loop = asyncio.get_running_loop()
-    if _loop_can_wait_on(0):
+    if holder.loop_can_wait_on(0):
         reader = asyncio.StreamReader(limit=holder.MAX_MESSAGE_BYTES)
         await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(os.dup(0), "rb", 0))
 

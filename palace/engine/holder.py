@@ -37,7 +37,6 @@ import socket
 import stat
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import IO, Any
@@ -73,6 +72,8 @@ def socket_path(data_dir: Path) -> Path:
 
 def runtime_dir() -> Path:
     """A directory only this user may enter, for sockets whose data dir path is too long."""
+    import tempfile  # only on this path: `palazzo hook` loads this module and must start fast
+
     base = os.environ.get("XDG_RUNTIME_DIR")
     if base and Path(base).is_absolute() and len(os.fsencode(base)) < 60:
         directory = Path(base) / "palazzo"
@@ -115,8 +116,13 @@ def take_lock(data_dir: Path) -> IO[bytes] | None:
 
 def holder_running(data_dir: Path) -> bool:
     """Whether some process holds the holder lock now (probed without waiting)."""
+    return lock_held(lock_path(data_dir))
+
+
+def lock_held(path: Path) -> bool:
+    """Whether some process holds an flock on path now (probed without waiting; False when it cannot be opened)."""
     try:
-        handle = open(lock_path(data_dir), "ab")  # noqa: SIM115 - closed below
+        handle = open(path, "ab")  # noqa: SIM115 - closed below
     except OSError:
         return False
     try:
@@ -124,8 +130,17 @@ def holder_running(data_dir: Path) -> bool:
     except BlockingIOError:
         return True
     finally:
-        handle.close()
+        handle.close()  # closing releases a lock taken here
     return False
+
+
+def loop_can_wait_on(fd: int) -> bool:
+    """Whether an event loop can wait on fd: a pipe or a socket (epoll refuses regular files)."""
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
 def listen(data_dir: Path) -> socket.socket:

@@ -283,17 +283,9 @@ def feeder_lock(data_dir: Path, *, wait_seconds: float) -> Iterator[bool]:
 
 def feeder_active(data_dir: Path) -> bool:
     """Whether a detached feeder holds the feeder lock now (probed without waiting)."""
-    try:
-        handle = open(spool_dir(data_dir) / LOCK_FILE, "ab")  # noqa: SIM115 - closed below
-    except OSError:
-        return False
-    try:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        handle.close()  # closing releases a lock taken here
-    return False
+    from palace.engine.holder import lock_held  # imported here: the hook's start-up path stays as short
+
+    return lock_held(spool_dir(data_dir) / LOCK_FILE)
 
 
 def has_work(data_dir: Path) -> bool:
