@@ -14,6 +14,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,9 @@ def _serve(data_dir: Path, listener: Any, *, idle_seconds: float) -> int:
     import django
 
     django.setup()
+    # The model loads (mostly in onnxruntime, off the GIL) while the MCP SDK imports (pure Python, ~1.3 s):
+    # a cold holder's first tool call waits for the longer of the two, not their sum.
+    threading.Thread(target=_load_model, name="palace-model-early", daemon=True).start()
     from mcpserver.local import Channel
     from mcpserver.server import build_server
 
@@ -93,6 +97,13 @@ async def _until_idle(channel: Any, data_dir: Path, limit: float) -> None:
         elif channel.state.idle_for() >= limit and not spool.has_work(data_dir):
             stop.set()
     await serving
+
+
+def _load_model() -> None:
+    from palace.engine import runtime
+
+    with contextlib.suppress(Exception):  # the palace's opening reports a model that cannot load
+        runtime.get_embedder()
 
 
 def _close(server: Any) -> None:

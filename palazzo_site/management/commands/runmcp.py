@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from typing import Any
 
@@ -28,11 +29,10 @@ class Command(BaseCommand):
         from django.conf import settings
 
         if settings.PALAZZO.holder and not settings.PALAZZO.qdrant_url:
-            from palazzo_site.proxy import run as run_through_holder
-
-            # An embedded palace has one holder process; this one is a pipe to it (palazzo_site.proxy).
-            run_through_holder(settings.PALAZZO.data_dir, read_only=settings.PALAZZO.read_only)
-            return
+            # An embedded palace has one holder process, and this one becomes a pipe to it
+            # (palazzo_site.proxy): the same process, without the ~35 MiB Django and the settings hold.
+            sys.stdout.flush()
+            os.execv(sys.executable, [sys.executable, "-m", "palazzo_site.cli", "runmcp"])
         # No migrate here: the warm-up prepares the database while the model loads (mcpserver.server
         # open_palace), so initialize is answered at once even on a brand-new data dir.
         from mcpserver.stdio import run_stdio
