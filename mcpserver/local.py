@@ -66,9 +66,10 @@ def parse_preamble(line: bytes) -> dict[str, Any]:
     if not isinstance(preamble, dict):
         raise PreambleError("the preamble must be a JSON object")
     protocol = preamble.get("palazzo")
-    if protocol not in (holder.PROTOCOL_MCP, holder.PROTOCOL_COMMAND):
+    if protocol not in (holder.PROTOCOL_MCP, holder.PROTOCOL_COMMAND, holder.PROTOCOL_LEAVE):
         raise PreambleError(
-            f"palazzo: must be {holder.PROTOCOL_MCP!r} or {holder.PROTOCOL_COMMAND!r}, got {_shown(protocol)}"
+            f"palazzo: must be {holder.PROTOCOL_MCP!r}, {holder.PROTOCOL_COMMAND!r} or {holder.PROTOCOL_LEAVE!r}, "
+            f"got {_shown(protocol)}"
         )
     if protocol == holder.PROTOCOL_COMMAND:
         name, args, options = preamble.get("name"), preamble.get("args", []), preamble.get("options", {})
@@ -96,8 +97,11 @@ class Channel:
         *,
         run_command: RunCommand,
         is_exclusive: IsExclusive = lambda _name: False,
+        leaves_on_request: bool = False,
     ) -> None:
         self.server = server
+        self.leaves_on_request = leaves_on_request  # the holder does; `serve`, which asks, does not
+        self.leave_requested = asyncio.Event()
         self._read_only_server: PalazzoServer | None = None
         self.listener = listener
         self.run_command = run_command
@@ -157,6 +161,11 @@ class Channel:
             message = str(exc) if isinstance(exc, PreambleError) else "no preamble within 10 s"
             writer.write(holder.encode({"error": message}))
             await writer.drain()
+            return
+        if preamble["palazzo"] == holder.PROTOCOL_LEAVE:
+            if self.leaves_on_request:
+                logger.info("process %s takes the palace over: leaving", preamble.get("pid"))
+                self.leave_requested.set()
             return
         await self._open.wait()
         if preamble["palazzo"] == holder.PROTOCOL_MCP:

@@ -101,6 +101,7 @@ class PalaceWarmup:
         self._done = threading.Event()
         self.wait_for_store = wait_for_store
         self.store_held_elsewhere = threading.Event()  # the last attempt to open found another process holding it
+        self._cancelled = threading.Event()
 
     def start(self) -> None:
         with self._lock:
@@ -116,18 +117,22 @@ class PalaceWarmup:
                     open_palace(prepare_database=True)
                     break
                 except StoreLocked as exc:
-                    if not self.wait_for_store:
+                    if not self.wait_for_store or self._cancelled.is_set():
                         raise
                     if not self.store_held_elsewhere.is_set():
                         logger.warning("%s; trying again every %.0f s", exc, STORE_RETRY_SECONDS)
                     self.store_held_elsewhere.set()
-                    time.sleep(STORE_RETRY_SECONDS)
+                    self._cancelled.wait(STORE_RETRY_SECONDS)
         except PalaceError as exc:
             logger.error("%s", exc)
         except Exception:
             logger.exception("could not open the palace")
         finally:
             self._done.set()
+
+    def cancel(self) -> None:
+        """Stop trying again to open a palace another process holds (the holder is leaving)."""
+        self._cancelled.set()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the background opening finished (at once when none was started); False on timeout."""
@@ -152,7 +157,7 @@ STORE_RETRY_SECONDS = 1.0
 OPEN_WAIT_SECONDS = 30.0
 
 
-def open_palace(*, prepare_database: bool = False) -> None:
+def open_palace(*, prepare_database: bool = False, take_over_holder: bool = False) -> None:
     """Load the model and open the palace (replaying the journal); raises PalaceError. Call off the loop.
 
     prepare_database migrates first (stdio: a brand-new data dir has no tables yet; runmcp leaves it to
@@ -174,7 +179,7 @@ def open_palace(*, prepare_database: bool = False) -> None:
                 logger.error("%s", exc)
             loading.join()
         # A detached transcript feeder may hold the palace: it is asked to let go, never a reason to fail.
-        feeder.get_palace_taking_over()
+        feeder.get_palace_taking_over(ask_holder=take_over_holder)
     finally:
         connection.close()
     start_usage_writer()

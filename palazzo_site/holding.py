@@ -70,7 +70,7 @@ def _serve(data_dir: Path, listener: Any, *, idle_seconds: float) -> int:
     from mcpserver.server import build_server
 
     server = build_server(warm_up_in_background=True, wait_for_store=True)
-    channel = Channel(server, listener, run_command=run_command, is_exclusive=is_exclusive)
+    channel = Channel(server, listener, run_command=run_command, is_exclusive=is_exclusive, leaves_on_request=True)
     logger.info("palazzo holder %d serving %s on %s", os.getpid(), data_dir, holder.socket_path(data_dir))
     server.warmup.start()
     try:
@@ -94,7 +94,9 @@ async def _until_idle(channel: Any, data_dir: Path, limit: float) -> None:
         if not data_dir.is_dir():
             logger.warning("the data dir %s is gone; leaving", data_dir)
             stop.set()
-        elif channel.state.idle_for() >= limit and not spool.has_work(data_dir):
+        elif (channel.leave_requested.is_set() and not channel.state.commands) or (
+            channel.state.idle_for() >= limit and not spool.has_work(data_dir)
+        ):  # asked to hand the palace over (a command running is let finish; `serve` asks again), or idle
             stop.set()
     await serving
 
@@ -113,6 +115,7 @@ def _close(server: Any) -> None:
     from palace.governance.audit import stop_audit_writer
     from palace.operations.gain import stop_usage_writer
 
+    server.warmup.cancel()
     server.warmup.wait(timeout=30.0)
     stop_spool_watcher()
     stop_usage_writer()

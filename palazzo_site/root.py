@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
+import time
 from collections.abc import AsyncIterator
-from typing import cast
+from typing import IO, cast
 
 import anyio.to_thread
 from django.conf import settings
@@ -89,7 +91,8 @@ class PalazzoApplication:
             return
         try:
             # Open the palace before accepting traffic, so a locked store fails start-up clearly.
-            await anyio.to_thread.run_sync(open_palace)
+            # A palace holder serving this data dir hands it over; its sessions reconnect here.
+            await anyio.to_thread.run_sync(functools.partial(open_palace, take_over_holder=True))
         except PalaceError as exc:
             await send({"type": "lifespan.startup.failed", "message": f"palazzo cannot start: {exc}"})
             return
@@ -108,6 +111,22 @@ class PalazzoApplication:
         await send({"type": "lifespan.shutdown.complete"})
 
 
+def _holder_lock() -> IO[bytes] | None:
+    """The holder lock, asking a holder that a session started meanwhile to leave (it cannot open the palace)."""
+    data_dir = settings.PALAZZO.data_dir
+    deadline = time.monotonic() + HOLDER_HANDOVER_SECONDS
+    while (lock := holder.take_lock(data_dir)) is None and time.monotonic() < deadline:
+        holder.ask_to_leave(data_dir)
+        time.sleep(0.2)
+    if lock is None:
+        logger.warning("a palace holder keeps %s: sessions beside this server reach the palace through it", data_dir)
+    return lock
+
+
+# How long `serve` asks a palace holder to hand over the local channel before it serves without one.
+HOLDER_HANDOVER_SECONDS = 10.0
+
+
 @contextlib.asynccontextmanager
 async def _local_channel(server: PalazzoServer) -> AsyncIterator[None]:
     """While `serve` holds an embedded palace, it is also that palace's holder for this machine's sessions.
@@ -116,7 +135,7 @@ async def _local_channel(server: PalazzoServer) -> AsyncIterator[None]:
     (palace.engine.holder) instead of waiting for a palace `serve` will not let go of.
     """
     env = settings.PALAZZO
-    lock = holder.take_lock(env.data_dir) if env.holder and not env.qdrant_url else None
+    lock = await anyio.to_thread.run_sync(_holder_lock) if env.holder and not env.qdrant_url else None
     if lock is None:
         yield
         return

@@ -54,6 +54,7 @@ MAX_MESSAGE_BYTES = 40 * 1024 * 1024
 CONNECT_WAIT_SECONDS = 30.0
 PROTOCOL_MCP = "mcp"
 PROTOCOL_COMMAND = "command"
+PROTOCOL_LEAVE = "leave"  # `serve` starting on the data dir asks the holder to hand the palace over
 
 
 class HolderUnavailable(Exception):
@@ -247,6 +248,20 @@ def _log_tail(data_dir: Path) -> str:
     except OSError:
         return ""
     return f"; the end of {log_path(data_dir)}: {tail}" if tail else ""
+
+
+def ask_to_leave(data_dir: Path) -> bool:
+    """Ask data_dir's holder to close the palace and exit (its sessions reconnect); whether one was asked."""
+    connection = connect(data_dir, timeout=2.0)
+    if connection is None:
+        return False
+    try:
+        connection.sendall(encode({"palazzo": PROTOCOL_LEAVE, "pid": os.getpid()}))
+    except OSError:
+        return False
+    finally:
+        connection.close()
+    return True
 
 
 def encode(message: dict[str, Any]) -> bytes:

@@ -14,6 +14,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.db import close_old_connections, connection
 
+from palace.engine import holder as holder_module
 from palace.engine import runtime
 from palace.errors import PalaceError, StoreLocked
 from palace.feeding import exchanges, spool, wakeup
@@ -88,8 +89,12 @@ def drain(data_dir: Path, *, should_stop: Callable[[], bool]) -> list[FeedReport
     return reports
 
 
-def get_palace_taking_over(*, wait_seconds: float = TAKEOVER_SECONDS) -> runtime.Palace:
-    """Open the palace; when a detached feeder holds it, ask it to let go and retry for wait_seconds."""
+def get_palace_taking_over(*, wait_seconds: float = TAKEOVER_SECONDS, ask_holder: bool = False) -> runtime.Palace:
+    """Open the palace; when a detached feeder holds it, ask it to let go and retry for wait_seconds.
+
+    ask_holder (`serve`): a palace holder (`palazzo holder`) serving the data dir is asked to hand it over
+    too, and its sessions reconnect to this process.
+    """
     data_dir = settings.PALAZZO.data_dir
     deadline = time.monotonic() + wait_seconds
     asked = False
@@ -97,6 +102,12 @@ def get_palace_taking_over(*, wait_seconds: float = TAKEOVER_SECONDS) -> runtime
         try:
             palace = runtime.get_palace()
         except StoreLocked:
+            if ask_holder and time.monotonic() < deadline and holder_module.holder_running(data_dir):
+                # Asked again until it is gone: one that is leaving already no longer answers, and one its
+                # sessions started meanwhile is asked too.
+                holder_module.ask_to_leave(data_dir)
+                time.sleep(0.3)
+                continue
             holder = spool.live_holder(data_dir)
             if time.monotonic() >= deadline or (holder is not None and holder.get("role") != "feeder"):
                 raise

@@ -49,8 +49,19 @@ class Claude:
         env = self.env | {"ANTHROPIC_BASE_URL": model.url, "ANTHROPIC_API_KEY": "scripted"}
         return [str(self.cli), "-p", prompt, "--allowedTools", TOOLS], env
 
+    def warm(self) -> None:
+        """Start the palace's holder, as a laptop with another window open has it running.
+
+        `claude -p` sends its first request without waiting long for its MCP servers: on a loaded 2-core CI
+        machine a cold holder (Django, the MCP SDK) can answer `initialize` after it, and the turn has no
+        palace tools. A holder already up answers in a fraction of a second.
+        """
+        done = subprocess.run([str(PALAZZO), "status"], env=self.env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+
     def run(self, model: ModelServer, prompt: str) -> tuple[subprocess.CompletedProcess[str], float]:
-        """One `claude -p` session against the scripted model; how long it took."""
+        """One `claude -p` session against the scripted model (the holder warm); how long it took."""
+        self.warm()
         command, env = self.command(model, prompt)
         started = time.monotonic()
         done = subprocess.run(command, env=env, cwd=self.project, capture_output=True, text=True, timeout=300)

@@ -81,7 +81,8 @@ def settle(data_dir: Path) -> None:
     """Wait until a data dir's queued transcripts are fed: the spool empty and no feeder holding the palace."""
 
     def drained() -> bool:
-        return not spool.pending(data_dir) and not spool.feeder_active(data_dir) and spool.live_holder(data_dir) is None
+        # Nothing queued or being fed, and no detached feeder left; the palace's holder may stay (it is idle).
+        return not spool.has_work(data_dir) and not spool.feeder_active(data_dir)
 
     wait_for(lambda: drained() or None, seconds=240, what="the session's transcript to be fed")
 

@@ -21,8 +21,7 @@ import pytest
 from tests.agents.model_server import ModelServer, Reply, all_text, scripted, tool_result_text
 from tests.agents.test_claude_code import Claude
 from tests.agents.test_pi import Pi, settle
-from tests.mcpserver.conftest import connect, migrate, server_env, stdio_parameters
-from tests.palazzo_site.test_hook import PALAZZO
+from tests.mcpserver.conftest import connect, migrate, stdio_parameters
 
 pytestmark = pytest.mark.slow
 FACTS = {
@@ -64,13 +63,8 @@ def test_it_lets_two_claude_code_sessions_and_a_pi_session_share_one_palace_at_o
     pi = Pi(tmp_path / "pi", data_dir=data_dir)
     models = {agent: ModelServer(script(agent, "mcp__palazzo__")) for agent in claudes}
     models["pi"] = ModelServer(script("pi", ""))
-    # The palace's holder is up, as on a laptop where a window is already open: a CLI in -p mode sends its
-    # first request as soon as its MCP servers have answered or a few seconds passed, and three CLIs
-    # starting a cold holder at once on a loaded 2-core machine can take longer than that.
-    warm = subprocess.run(
-        [str(PALAZZO), "status"], env=server_env(data_dir, PALAZZO_HOLDER_IDLE_SECONDS="10"), capture_output=True
-    )
-    assert warm.returncode == 0, warm.stderr
+    # The palace's holder is up, as on a laptop where a window is already open (Claude.warm says why).
+    claudes["claude-a"].warm()
     for model in models.values():
         model.__enter__()
     try:

@@ -32,7 +32,7 @@ from mcp_types import Implementation
 
 from palace.engine import holder
 from tests.conftest import holders_under
-from tests.mcpserver.conftest import connect, stdio_parameters
+from tests.mcpserver.conftest import connect, http_server, stdio_parameters
 from tests.palace.helpers import memory
 from tests.trust.conftest import ROOT, server_env, tool_json
 
@@ -215,6 +215,26 @@ def test_it_starts_one_holder_for_sessions_that_start_together_and_leaves_when_i
         time.sleep(0.2)
     assert live_holders(data_dir) == []
     assert not holder.socket_path(data_dir).exists()
+
+
+def test_it_hands_the_palace_to_a_serve_started_beside_a_session_that_goes_on_through_it(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    with connect(stdio_parameters(data_dir), "stdio") as session:
+        stored = session.ok("palace_store", memory("stored through the holder before serve started"))
+        assert len(live_holders(data_dir)) == 1
+        with http_server(data_dir) as base_url:
+            # The holder handed the palace over and left (and one its session started meanwhile, if any, found
+            # serve holding the holder lock and left too).
+            deadline = time.monotonic() + 10
+            while live_holders(data_dir) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert live_holders(data_dir) == []
+            found = session.ok("palace_find", {"query": "stored through the holder before serve started"})
+            assert found["results"][0]["id"] == stored["id"], "the session goes on, answered by serve"
+            with connect(base_url + "/mcp", "http") as web:
+                assert web.ok("palace_recall", {"ids": [stored["id"]]})["memories"][0]["id"] == stored["id"]
+            status = palazzo(data_dir, "status", "--json")
+            assert status.returncode == 0 and json.loads(status.stdout)["total"] == 1, status.stderr
 
 
 def test_it_keeps_a_read_only_session_read_only_beside_a_writing_one_on_the_same_holder(tmp_path: Path) -> None:
