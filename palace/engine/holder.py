@@ -193,14 +193,21 @@ def connect(data_dir: Path, *, timeout: float | None = 5.0) -> socket.socket | N
     return connection
 
 
+# Where palazzo's own packages live: a detached process starts here, so that `python -m` finds them and never
+# a folder of the caller's that happens to be called `palace` (a data dir, a project's).
+CODE_ROOT = Path(__file__).resolve().parents[2]
+
+
 def spawn(data_dir: Path, *, environ: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     """Start a detached `palazzo holder` for data_dir (own session, output to holder.log)."""
+    data_dir = data_dir.expanduser().absolute()
     data_dir.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ if environ is None else environ)
     env["PALAZZO_DATA_DIR"] = str(data_dir)
     with open(log_path(data_dir), "ab") as log:
         return subprocess.Popen(
             [sys.executable, "-m", "palazzo_site.cli", "holder"],
+            cwd=CODE_ROOT,
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,
@@ -227,7 +234,11 @@ def ensure(
             except OSError as exc:
                 raise HolderUnavailable(f"cannot start a palace holder for {data_dir}: {exc}") from None
         elif process is not None and process.poll() is not None and not holder_running(data_dir):
-            process = None  # it exited (another won the lock, then left, or it failed): start one again
+            if process.returncode != 0:  # it failed (the log says why): starting it again would fail again
+                raise HolderUnavailable(
+                    f"the palace holder for {data_dir} exited with status {process.returncode}{_log_tail(data_dir)}"
+                )
+            process = None  # it lost the lock to another, which has left since: start one again
         connection = connect(data_dir)
         if connection is not None:
             return connection

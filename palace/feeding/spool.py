@@ -335,14 +335,18 @@ def clear_stop(data_dir: Path) -> None:
 def spawn_feeder(data_dir: Path, *, environ: dict[str, str] | None = None) -> int:
     """Start a detached `palazzo feed --spool` (own session, output to the data dir's feeder.log); its pid."""
     spool_dir(data_dir).mkdir(parents=True, exist_ok=True)
+    env = dict(environ if environ is not None else os.environ)
+    env["PALAZZO_DATA_DIR"] = str(data_dir.expanduser().absolute())  # it starts in another folder
     with open(data_dir / FEEDER_LOG, "ab") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "palazzo_site.cli", "feed", "--spool"],
+            # palazzo's own folder: `python -m` must not import a `palace` folder of the session's project.
+            cwd=Path(__file__).resolve().parents[2],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,
             start_new_session=True,
             close_fds=True,
-            env=environ if environ is not None else dict(os.environ),
+            env=env,
         )
     return process.pid

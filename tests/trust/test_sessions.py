@@ -253,6 +253,25 @@ def test_it_keeps_a_read_only_session_read_only_beside_a_writing_one_on_the_same
         assert writer.total() == 1
 
 
+def test_it_starts_the_holder_from_a_folder_that_holds_a_palace_folder_of_its_own(tmp_path: Path) -> None:
+    # A data dir called `palace` in the working directory, as a user may name it: the holder must import
+    # palazzo's own `palace` package, not that folder (it did, and every command waited 30 s, then ran alone).
+    data_dir = tmp_path / "palace"
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "palazzo_site.cli", "status", "--json"],
+        cwd=tmp_path,
+        env=server_env(data_dir),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "running here" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert live_holders(data_dir), "answered by the holder it started"
+    assert time.monotonic() - started < 30
+
+
 def test_it_admits_only_this_user_on_a_socket_born_private(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     connection = holder.ensure(data_dir, environ=server_env(data_dir))
