@@ -32,17 +32,16 @@ PREAMBLE_SECONDS = 10.0
 # Writes a command's output in frames; returns the command's exit status.
 Emit = Callable[[str, str], None]
 RunCommand = Callable[[dict[str, Any], Emit], int]
-# Whether a command replaces the store under everyone (rebuild, restore): it runs only with no other
+# Whether a command replaces the store under everyone (rebuild): it runs only with no other
 # connection open, and connections that arrive meanwhile wait until it finished.
 IsExclusive = Callable[[str], bool]
 
 
 @dataclass
 class ChannelState:
-    """What the holder's idle rule reads: open connections and when the last one ended."""
+    """What the holder's idle and hand-over rules read: open connections, commands running, the last end."""
 
     connections: int = 0
-    sessions: int = 0
     commands: int = 0
     last_activity: float = field(default_factory=time.monotonic)
 
@@ -72,13 +71,11 @@ def parse_preamble(line: bytes) -> dict[str, Any]:
             f"got {_shown(protocol)}"
         )
     if protocol == holder.PROTOCOL_COMMAND:
-        name, args, options = preamble.get("name"), preamble.get("args", []), preamble.get("options", {})
+        name, args = preamble.get("name"), preamble.get("args", [])
         if not isinstance(name, str) or not name:
             raise PreambleError(f"name: must be a command's name, got {_shown(name)}")
         if not isinstance(args, list) or not all(isinstance(arg, str) for arg in args):
             raise PreambleError("args: must be a list of strings")
-        if not isinstance(options, dict):
-            raise PreambleError("options: must be a JSON object")
     return preamble
 
 
@@ -169,11 +166,7 @@ class Channel:
             return
         await self._open.wait()
         if preamble["palazzo"] == holder.PROTOCOL_MCP:
-            self.state.sessions += 1
-            try:
-                await self._mcp_session(reader, writer, self._server_for(preamble))
-            finally:
-                self.state.sessions -= 1
+            await self._mcp_session(reader, writer, self._server_for(preamble))
         else:
             self.state.commands += 1
             try:
