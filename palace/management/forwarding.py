@@ -41,7 +41,7 @@ class HeldPalaceCommand(BaseCommand):
     path_options: tuple[str, ...] = ()
     # The dest of the option that names the input file when standard input is read instead (None: never).
     stdin_option: str | None = None
-    # It replaces the store under everyone (rebuild, restore): the holder runs it only with nobody else connected.
+    # It replaces the store under everyone (rebuild): the holder runs it only with nobody else connected.
     exclusive = False
 
     def raw_stdout(self) -> Any:
