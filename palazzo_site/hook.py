@@ -19,8 +19,9 @@ from typing import Any
 from palace.feeding import snapshots, spool
 from palazzo_site.environment import ConfigurationError, PalazzoEnvironment, read_environment
 
-HARNESSES = ("claude-code", "pi", "codex", "opencode", "jsonl")
-FEED_EVENTS = ("Stop", "PreCompact", "SessionEnd", "SubagentStop")
+HARNESSES = ("claude-code", "pi", "codex", "opencode", "gemini", "jsonl")
+# Gemini CLI names the end of a turn AfterAgent (Claude Code and Codex: Stop).
+FEED_EVENTS = ("Stop", "PreCompact", "SessionEnd", "SubagentStop", "AfterAgent")
 MAX_STDIN_BYTES = 4 * 1024 * 1024
 # Claude Code caps additionalContext at 10,000 characters; the budget is 2,000 tokens (chars / 4).
 MAX_CONTEXT_CHARS = 8000

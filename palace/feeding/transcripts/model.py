@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-HARNESSES = ("claude-code", "pi", "codex", "opencode", "jsonl")
+HARNESSES = ("claude-code", "pi", "codex", "opencode", "gemini", "jsonl")
 
 # palazzo wraps every wake-up context it injects in these markers; parsers drop them and what is
 # between, so the palace never re-ingests its own output.
