@@ -89,8 +89,8 @@ def _remote_request(env: PalazzoEnvironment, path: str, *, timeout: float) -> An
         raise HookProblem(f"cannot reach the palace at {env.remote_url}: {cause}") from None
 
 
-def wake_up(env: PalazzoEnvironment, event: dict[str, Any]) -> str | None:
-    """The SessionStart output (JSON for Claude Code), or None when nothing is injected."""
+def wake_up(env: PalazzoEnvironment, event: dict[str, Any], harness: str = "claude-code") -> str | None:
+    """The SessionStart output (in the harness's format), or None when nothing is injected."""
     if event.get("source") == "resume":  # the context is already in the resumed conversation
         return None
     from palace.feeding.transcripts import project_name
@@ -113,7 +113,12 @@ def wake_up(env: PalazzoEnvironment, event: dict[str, Any]) -> str | None:
             "palazzo: no wake-up context is prepared yet (it is written by the process holding the palace, "
             "runmcp or serve, after its first writes). Use palace_status and palace_find."
         )
-    output = {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": wrap_context(body)}}
+    return session_start_output(harness, wrap_context(body))
+
+
+def session_start_output(harness: str, context: str) -> str:
+    """What a harness reads on stdout from its SessionStart hook: the Claude Code schema unless it wants its own."""
+    output = {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": context}}
     return json.dumps(output, ensure_ascii=False)
 
 
@@ -166,7 +171,7 @@ def run(harness: str, raw: bytes) -> tuple[str | None, str | None]:
         raise HookProblem(str(exc)) from None
     name = event["hook_event_name"]
     if name == "SessionStart":
-        return wake_up(env, event), None
+        return wake_up(env, event, harness), None
     if name in FEED_EVENTS:
         return None, schedule_feed(env, harness, event)
     return None, None
