@@ -57,6 +57,10 @@ class HeldPalaceCommand(BaseCommand):
         env = settings.PALAZZO
         return env.holder and not env.qdrant_url and not env.remote_url
 
+    def caller_arguments(self, options: dict[str, Any]) -> list[str]:
+        """Arguments only the caller's environment can supply, added to what the holder parses again."""
+        return []
+
     def run_from_argv(self, argv: list[str]) -> None:
         if not self.forwarded_here(argv[2:]):
             super().run_from_argv(argv)
@@ -65,7 +69,7 @@ class HeldPalaceCommand(BaseCommand):
         self._called_from_command_line = True
         parser = self.create_parser(argv[0], argv[1])
         options = vars(parser.parse_args(argv[2:]))
-        code = forward(self, name=argv[1], argv=argv[2:], options=options)
+        code = forward(self, name=argv[1], argv=[*argv[2:], *self.caller_arguments(options)], options=options)
         if code is None:
             super().run_from_argv(argv)  # no holder could be started here: this process holds the palace
             return

@@ -1,13 +1,15 @@
 """`palazzo feed [--harness H] [--dry-run] [--json] [PATH ...]`: feed harness transcripts into the palace.
 
-Files or directories (default: every Claude Code session under $CLAUDE_CONFIG_DIR/projects or
-~/.claude/projects). An explicit feed treats each session as ended: an exchange still waiting for its
-reply is fed too (and superseded when the reply comes). `--spool` drains the hook spool instead
-(what a hook starts, detached, when no server holds the palace).
+Files or directories (default: every session of every harness found where it keeps them on this
+machine: Claude Code, pi, Codex CLI, opencode, Gemini CLI; `--harness` narrows it to one). An explicit
+feed treats each session as ended: an exchange still waiting for its reply is fed too (and superseded
+when the reply comes). `--spool` drains the hook spool instead (what a hook starts, detached, when no
+server holds the palace).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import time
 from collections import Counter
@@ -41,7 +43,7 @@ def describe(report: FeedReport) -> str:
 
 
 class Command(HeldPalaceCommand):
-    help = "Feed harness transcripts (files or directories; default: every Claude Code session) into the palace."
+    help = "Feed harness transcripts (files or directories; default: every harness's sessions on this machine)."
     path_options = ("paths",)
 
     def forwarded_here(self, argv: list[str]) -> bool:
@@ -56,15 +58,25 @@ class Command(HeldPalaceCommand):
         parser.add_argument("--dry-run", action="store_true", help="show what would be stored; write nothing")
         parser.add_argument("--json", action="store_true", help="one JSON line per session, then a done line")
         parser.add_argument("--spool", action="store_true", help="drain the hook spool (what hooks start)")
+        # Where each harness keeps its sessions, as the caller's environment says (the holder's may differ).
+        parser.add_argument("--harness-root", action="append", default=[], help=argparse.SUPPRESS)
+
+    def caller_arguments(self, options: dict[str, Any]) -> list[str]:
+        if options["paths"] or options["spool"]:
+            return []
+        return [f"--harness-root={name}={root}" for name, root in default_roots().items()]
 
     def handle(self, *args: Any, **options: Any) -> None:
         env = settings.PALAZZO
         if options["spool"]:
             self._drain_spool()
             return
-        roots = [Path(path).expanduser() for path in options["paths"]] or [default_roots()["claude-code"]]
         try:
-            found = list(discover(roots, options["harness"]))
+            if options["paths"]:
+                roots = [Path(path).expanduser() for path in options["paths"]]
+                found = list(discover(roots, options["harness"]))
+            else:
+                roots, found = self._discover_on_this_machine(options["harness"], options["harness_root"])
         except TranscriptError as exc:
             raise CommandError(str(exc)) from None
         if not found:
@@ -98,6 +110,24 @@ class Command(HeldPalaceCommand):
 
             wakeup.refresh_snapshots(env.data_dir)  # SessionStart hooks read these
         self._print(reports, options, shown=True)
+
+    @staticmethod
+    def _discover_on_this_machine(harness: str | None, given: list[str]) -> tuple[list[Path], list[tuple[str, Path]]]:
+        """Every harness's own sessions where it keeps them (each root read as its harness's format)."""
+        known = default_roots()
+        for pair in given:
+            name, _, where = pair.partition("=")
+            if name in known and where:
+                known[name] = Path(where)
+        roots: list[Path] = []
+        found: list[tuple[str, Path]] = []
+        for name, root in known.items():
+            if harness not in (None, name):
+                continue
+            roots.append(root)
+            if root.is_dir():
+                found += discover([root], name)
+        return roots, found
 
     def _progress(self, total: int) -> Any:
         return tqdm(total=total, unit="session", file=self.raw_stderr(), disable=not self.raw_stderr().isatty())
