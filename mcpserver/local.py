@@ -209,6 +209,9 @@ class Channel:
             if text:
                 loop.call_soon_threadsafe(writer.write, holder.encode({stream: text}))
 
+        # The first frame says the command was taken: a client whose connection ends before any frame knows
+        # nothing ran (a holder that leaves drops the connections it never accepted) and asks the next holder.
+        writer.write(holder.encode({"accepted": True}))
         name = preamble["name"]
         exclusive = self.is_exclusive(name)
         if exclusive and self.state.connections > 1:

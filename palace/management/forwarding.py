@@ -30,6 +30,9 @@ from django.db import close_old_connections
 from palace.engine import holder
 
 logger = logging.getLogger(__name__)
+# A command the holder never took (it was leaving as the command connected) is asked of the next holder.
+NOT_ACCEPTED = -1
+NOT_ACCEPTED_RETRIES = 3
 
 Emit = Callable[[str, str], None]
 
@@ -79,28 +82,43 @@ class HeldPalaceCommand(BaseCommand):
 def forward(command: HeldPalaceCommand, *, name: str, argv: list[str], options: dict[str, Any]) -> int | None:
     """Run the command line in the holder and relay its output; its exit status, None when no holder is there."""
     data_dir = settings.PALAZZO.data_dir
-    try:
-        connection = holder.ensure(data_dir)
-    except holder.HolderUnavailable as exc:
-        logger.info("running here: %s", exc)
-        return None
     stdin_copy: Path | None = None
     try:
-        if command.stdin_option and not options.get(command.stdin_option):
-            stdin_copy = _copy_stdin(data_dir)
-            argv = [*argv, f"--{command.stdin_option.replace('_', '-')}", str(stdin_copy)]
-        request = {
-            "palazzo": holder.PROTOCOL_COMMAND,
-            "name": name,
-            "args": argv,
-            "cwd": os.getcwd(),
-            "pid": os.getpid(),
-            "tty": sys.stderr.isatty(),  # progress bars are drawn on the client's terminal only
-        }
-        connection.sendall(holder.encode(request))
-        return _relay(connection)
+        for _attempt in range(NOT_ACCEPTED_RETRIES + 1):
+            try:
+                connection = holder.ensure(data_dir)
+            except holder.HolderUnavailable as exc:
+                if stdin_copy is not None:  # standard input is read already: it cannot be run here now
+                    sys.stderr.write(f"palazzo: the palace's holder is gone ({exc}); run `{name}` again\n")
+                    return 75
+                logger.info("running here: %s", exc)
+                return None
+            if command.stdin_option and not options.get(command.stdin_option) and stdin_copy is None:
+                stdin_copy = _copy_stdin(data_dir)
+                argv = [*argv, f"--{command.stdin_option.replace('_', '-')}", str(stdin_copy)]
+            try:
+                request = {
+                    "palazzo": holder.PROTOCOL_COMMAND,
+                    "name": name,
+                    "args": argv,
+                    "cwd": os.getcwd(),
+                    "pid": os.getpid(),
+                    "tty": sys.stderr.isatty(),  # progress bars are drawn on the client's terminal only
+                }
+                connection.sendall(holder.encode(request))
+                code = _relay(connection)
+            except OSError:
+                code = NOT_ACCEPTED
+            finally:
+                connection.close()
+            if code != NOT_ACCEPTED:
+                return code
+            # A holder leaving (idle, or handing over) drops connections it never accepted: nothing ran, and
+            # the next holder runs the command.
+            logger.info("the palace's holder left before it took `%s`; asking the next one", name)
+        sys.stderr.write(f"palazzo: no holder of the palace took `{name}`; run it again\n")
+        return 75
     finally:
-        connection.close()
         if stdin_copy is not None:
             stdin_copy.unlink(missing_ok=True)
 
@@ -115,8 +133,17 @@ def _copy_stdin(data_dir: Path) -> Path:
 
 
 def _relay(connection: Any) -> int:
+    """Relay the holder's frames; the command's exit status, NOT_ACCEPTED when the holder never took it."""
     buffer = bytearray()
-    while (line := holder.read_line(connection, buffer)) is not None:
+    accepted = False
+    while True:
+        try:
+            line = holder.read_line(connection, buffer)
+        except OSError:
+            line = None
+        if line is None:
+            break
+        accepted = True
         try:
             frame = json.loads(line)
         except ValueError:
@@ -134,6 +161,8 @@ def _relay(connection: Any) -> int:
                 with contextlib.suppress(BrokenPipeError):
                     stream.write(frame[key])
                     stream.flush()
+    if not accepted:
+        return NOT_ACCEPTED
     sys.stderr.write(
         "palazzo: the palace's holder went away before the command finished; what it acknowledged is kept "
         "(check with `palazzo status`, then run the command again if needed)\n"

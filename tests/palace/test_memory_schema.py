@@ -167,7 +167,7 @@ def test_it_publishes_the_feed_body_and_answers_from_their_models() -> None:
     feed = document["paths"]["/feed"]["post"]
     body = _resolve(document, feed["requestBody"]["content"]["application/json"]["schema"]["$ref"])
     assert set(body["required"]) == {"harness", "device", "transcript"}
-    assert body["properties"]["harness"]["enum"] == ["claude-code", "pi", "codex", "opencode", "jsonl"]
+    assert body["properties"]["harness"]["enum"] == ["claude-code", "pi", "codex", "opencode", "gemini", "jsonl"]
     report = _resolve(document, feed["responses"]["200"]["content"]["application/json"]["schema"]["$ref"])
     assert {"stored", "duplicates", "superseded", "subagents"} <= set(report["properties"])
     for status in ("400", "403", "503"):
