@@ -20,7 +20,8 @@ A connection starts with one line of JSON, the preamble, then speaks one of two 
   stdio transport: the session is the connection's, so its `initialize` (clientInfo) is the caller's
   identity for provenance and the read audit.
 - `{"palazzo": "command", "name": ..., "args": [...], "cwd": ...}`: an operator command line run inside
-  the holder; the holder answers with lines `{"out": text}`, `{"err": text}` and a last `{"exit": code}`.
+  the holder; the holder answers with lines `{"accepted": true}` first, then `{"out": text}`, `{"err": text}` and a last
+  `{"exit": code}`.
 - `{"palazzo": "leave"}`: `serve` starting on the data dir asks the holder to hand the palace over.
 
 A preamble the holder cannot use is answered with one line `{"error": "..."}` and the connection closed.
