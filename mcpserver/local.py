@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import os
 import socket
 import time
 from collections.abc import Callable
@@ -163,6 +164,11 @@ class Channel:
             if self.leaves_on_request:
                 logger.info("process %s takes the palace over: leaving", preamble.get("pid"))
                 self.leave_requested.set()
+                writer.write(holder.encode({"leaving": True}))
+            else:
+                refusal = f"process {os.getpid()} serves this palace and does not hand it over"
+                writer.write(holder.encode({"error": refusal}))
+            await writer.drain()
             return
         await self._open.wait()
         if preamble["palazzo"] == holder.PROTOCOL_MCP:

@@ -116,7 +116,8 @@ def _holder_lock() -> IO[bytes] | None:
     data_dir = settings.PALAZZO.data_dir
     deadline = time.monotonic() + HOLDER_HANDOVER_SECONDS
     while (lock := holder.take_lock(data_dir)) is None and time.monotonic() < deadline:
-        holder.ask_to_leave(data_dir)
+        if not holder.ask_to_leave(data_dir):
+            break  # another `serve` holds it and keeps it
         time.sleep(0.2)
     if lock is None:
         logger.warning("a palace holder keeps %s: sessions beside this server reach the palace through it", data_dir)

@@ -22,7 +22,8 @@ A connection starts with one line of JSON, the preamble, then speaks one of two 
 - `{"palazzo": "command", "name": ..., "args": [...], "cwd": ...}`: an operator command line run inside
   the holder; the holder answers with lines `{"accepted": true}` first, then `{"out": text}`, `{"err": text}` and a last
   `{"exit": code}`.
-- `{"palazzo": "leave"}`: `serve` starting on the data dir asks the holder to hand the palace over.
+- `{"palazzo": "leave"}`: `serve` starting on the data dir asks the holder to hand the palace over; the holder
+  answers `{"leaving": true}`, a `serve` holding the palace `{"error": ...}` (it does not hand over).
 
 A preamble the holder cannot use is answered with one line `{"error": "..."}` and the connection closed.
 """
@@ -264,17 +265,26 @@ def _log_tail(data_dir: Path) -> str:
 
 
 def ask_to_leave(data_dir: Path) -> bool:
-    """Ask data_dir's holder to close the palace and exit (its sessions reconnect); whether one was asked."""
+    """Ask data_dir's holder to close the palace and exit (its sessions reconnect); False when it refuses.
+
+    A `serve` holding the palace refuses (it never hands over); a holder answers that it leaves, or, leaving
+    already, may close the connection first: that is not a refusal.
+    """
     connection = connect(data_dir, timeout=2.0)
     if connection is None:
-        return False
+        return True
     try:
         connection.sendall(encode({"palazzo": PROTOCOL_LEAVE, "pid": os.getpid()}))
+        answer = read_line(connection, bytearray(), limit=64 * 1024)
     except OSError:
-        return False
+        return True
     finally:
         connection.close()
-    return True
+    try:
+        reply = json.loads(answer) if answer else None
+    except ValueError:
+        reply = None
+    return not (isinstance(reply, dict) and "error" in reply)
 
 
 def encode(message: dict[str, Any]) -> bytes:

@@ -102,10 +102,14 @@ def get_palace_taking_over(*, wait_seconds: float = TAKEOVER_SECONDS, ask_holder
         try:
             palace = runtime.get_palace()
         except StoreLocked:
-            if ask_holder and time.monotonic() < deadline and holder_module.holder_running(data_dir):
+            if (
+                ask_holder
+                and time.monotonic() < deadline
+                and holder_module.holder_running(data_dir)
+                and holder_module.ask_to_leave(data_dir)  # a `serve` holding the palace refuses: no use waiting
+            ):
                 # Asked again until it is gone: one that is leaving already no longer answers, and one its
                 # sessions started meanwhile is asked too.
-                holder_module.ask_to_leave(data_dir)
                 time.sleep(0.3)
                 continue
             holder = spool.live_holder(data_dir)
