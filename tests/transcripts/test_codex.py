@@ -167,3 +167,99 @@ def test_it_links_a_sub_agent_thread_to_its_parent(tmp_path: Path) -> None:
     assert transcript.parent_session_id == "parent-thread"
     assert transcript.agent_id == transcript.session_id == "child-thread"
     assert not transcript.exchanges[0].complete
+
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts" / "codex"
+TWO_TURNS = FIXTURES / "rollout-2026-12-04T23-28-59-01a24363-bd9c-7652-bd24-5412d98dbb5d.jsonl"
+IMAGE_AND_ERROR = FIXTURES / "rollout-2026-12-04T23-29-38-01a24364-568c-7243-8f3e-c1d1d4f0e2b0.jsonl"
+FACT = "The orrery's lunar gear has 235 teeth (the Metonic cycle)"
+
+
+def test_it_reads_a_real_0_169_rollout_with_an_mcp_call_in_its_namespace_and_a_shell_call() -> None:
+    transcript = parse_transcript(TWO_TURNS)
+    assert detect_harness(TWO_TURNS) == "codex"
+    assert transcript.session_id == "01a24363-bd9c-7652-bd24-5412d98dbb5d"
+    assert transcript.version == "0.169.0" and transcript.cwd == "/tmp/cx/samples/two_turns/work/orrery"
+    first, second = transcript.exchanges
+    assert first.prompt == "How many teeth has the lunar gear?"  # the UserMessage event, not <environment_context>
+    assert first.key == "line-9" and first.started_at.isoformat() == "2026-12-04T23:29:00.502000+00:00"
+    assert first.reply.startswith("[tool mcp__palazzo__palace_find: query=teeth of the lunar gear, limit=3] -> {")
+    assert FACT in first.reply and "Wall time" not in first.reply
+    assert first.reply.endswith("\n\nThe lunar gear has 235 teeth, one per synodic month of the Metonic cycle.")
+    assert second.prompt == "Which files does the project hold?"
+    assert second.reply == "[tool exec_command: ls] -> gears.txt notes.md\n\nThe project holds notes.md and gears.txt."
+    assert first.complete and second.complete and transcript.worth_keeping
+    assert transcript.skipped["wake_up"] == 1, "the SessionStart hook's developer message"
+    assert all("palazzo-wake-up" not in exchange.prompt + exchange.reply for exchange in transcript.exchanges)
+
+
+def test_it_reads_a_real_0_169_rollout_with_an_image_prompt_and_a_refused_tool_call() -> None:
+    transcript = parse_transcript(IMAGE_AND_ERROR)
+    (exchange,) = transcript.exchanges
+    assert exchange.prompt == "[image]\n\nRemember what this sketch shows."
+    assert exchange.reply.startswith(
+        "[tool mcp__palazzo__palace_store: text=The sketch shows the orrery's gear train., category=technical] -> "
+        "error: [invalid_input] wing: is required;"
+    )
+    assert exchange.reply.endswith(
+        "\n\npalazzo refused the memory: it needs a wing, a room and a hall. Nothing was stored."
+    )
+    assert exchange.complete and transcript.skipped["image"] == 1 and transcript.skipped["wake_up"] == 1
+
+
+def test_it_keeps_a_0_169_turn_open_until_its_tool_call_is_answered_and_marks_failed_commands(tmp_path: Path) -> None:
+    lines = TWO_TURNS.read_text().splitlines()
+    # Cut the file right after the first turn's function_call: what a Stop hook mid-session could see.
+    cut = next(number for number, line in enumerate(lines) if '"type":"function_call"' in line)
+    partial = tmp_path / TWO_TURNS.name
+    partial.write_text("\n".join(lines[: cut + 1]) + "\n")
+    (exchange,) = parse_transcript(partial).exchanges
+    assert not exchange.complete and exchange.reply.startswith("[tool mcp__palazzo__palace_find: ")
+
+    failing = write_jsonl(
+        tmp_path / "rollout-2026-12-05T10-00-00-0190aaaa-bbbb-7ccc-8ddd-eeeeeeeeeeee.jsonl",
+        [
+            {
+                "timestamp": "2026-12-05T10:00:00Z",
+                "type": "session_meta",
+                "payload": {"id": "t", "cli_version": "0.169.0"},
+            },
+            {
+                "timestamp": "2026-12-05T10:00:01Z",
+                "type": "event_msg",
+                "payload": {
+                    "type": "item_completed",
+                    "item": {"type": "UserMessage", "content": [{"type": "text", "text": "Run the tests"}]},
+                },
+            },
+            {
+                "timestamp": "2026-12-05T10:00:02Z",
+                "type": "response_item",
+                "payload": {
+                    "type": "function_call",
+                    "name": "exec_command",
+                    "call_id": "c1",
+                    "arguments": '{"cmd": "pytest"}',
+                },
+            },
+            {
+                "timestamp": "2026-12-05T10:00:03Z",
+                "type": "response_item",
+                "payload": {
+                    "type": "function_call_output",
+                    "call_id": "c1",
+                    "output": "Chunk ID: 1\nWall time: 1.5 seconds\nProcess exited with code 1\nOutput:\n1 failed",
+                },
+            },
+            {
+                "timestamp": "2026-12-05T10:00:04Z",
+                "type": "event_msg",
+                "payload": {"type": "item_completed", "item": "hostile"},
+            },
+            {"timestamp": "2026-12-05T10:00:05Z", "type": "event_msg", "payload": {"type": "task_complete"}},
+        ],
+    )
+    transcript = parse_transcript(failing)
+    (exchange,) = transcript.exchanges
+    assert (exchange.prompt, exchange.reply) == ("Run the tests", "[tool exec_command: pytest] -> error: 1 failed")
+    assert exchange.complete and transcript.skipped.get("parser_error", 0) == 0

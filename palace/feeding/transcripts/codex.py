@@ -1,15 +1,20 @@
 """OpenAI Codex CLI rollouts (~/.codex/sessions/YYYY/MM/DD/rollout-<time>-<thread>.jsonl).
 
 A rollout logs the conversation twice: `response_item` lines (what the model sees, including the
-harness scaffolding such as AGENTS.md and <environment_context>) and `event_msg` lines (what the
-TUI replays). The user's prompts are taken from `event_msg/user_message` (free of scaffolding) and the
-reply from `response_item` (assistant text, tool calls and their outputs). A rollout without any
-user_message event (older CLIs) falls back to `response_item` user messages minus scaffolding.
+harness scaffolding such as AGENTS.md, <environment_context> and hook context, which Codex sends as
+developer messages) and `event_msg` lines (what the UI replays). The user's prompts come from the events,
+free of scaffolding: `user_message` (CLIs up to 0.1xx) or, in 0.169, `item_completed` with a UserMessage
+item; a rollout with neither (older CLIs) falls back to `response_item` user messages minus scaffolding.
+The reply comes from `response_item`: assistant text, tool calls (an MCP tool is called within its
+server's namespace and reads `mcp__<server>__<tool>`) and their outputs, without the "Wall time: ...
+Output:" header Codex puts before them; an MCP call the events mark failed, or a command that exited
+non-zero, is an error.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from functools import partial
 from pathlib import Path
@@ -55,11 +60,17 @@ _RESPONSE_ITEM_TYPES = {
     "local_shell_call",
 }
 _TURN_END_EVENTS = {"task_complete", "turn_aborted"}
+_OUTPUT_HEADER = re.compile(
+    r"(Chunk ID: \S+|Wall time: [\d.]+ seconds|Process exited with code (?P<code>-?\d+)|Exit code: (?P<exit>-?\d+)"
+    r"|Original token count: \d+|Total output lines: \d+)\s*$"
+)
 
 
 class _Rollout:
-    def __init__(self, prompts_from_events: bool) -> None:
-        self.prompts_from_events = prompts_from_events
+    def __init__(self, prompt_source: str) -> None:
+        # "user_message" or "item_completed" (prompts from those events), else "response_item".
+        self.prompt_source = prompt_source
+        self.failed_calls: set[str] = set()
         self.skipped: Counter[str] = Counter()
         self.stats: Counter[str] = Counter()
         self.turns: list[Turn] = []
@@ -109,7 +120,10 @@ class _Rollout:
 
     def _event(self, number: int, payload: dict[str, Any], timestamp: Any) -> None:
         kind = payload.get("type")
-        if kind == "user_message" and self.prompts_from_events:
+        if kind == "item_completed":
+            self._completed_item(number, payload.get("item"), timestamp)
+            return
+        if kind == "user_message" and self.prompt_source == "user_message":
             message = payload.get("message")
             text = message if isinstance(message, str) else ""
             images = [
@@ -129,6 +143,27 @@ class _Rollout:
             self.skipped["api_error"] += 1
         else:
             self.skipped["event"] += 1
+
+    def _completed_item(self, number: int, item: Any, timestamp: Any) -> None:
+        """0.169's item events: a UserMessage is a prompt; a failed McpToolCall marks its output an error."""
+        kind = item.get("type") if isinstance(item, dict) else None
+        if kind == "UserMessage" and self.prompt_source == "item_completed":
+            assert isinstance(item, dict)
+            text = blocks_text(
+                item.get("content"),
+                separator="\n\n",
+                skipped=self.skipped,
+                image_types=("image", "local_image", "localImage"),
+            )
+            self._start(number, text, timestamp)
+            return
+        if kind == "McpToolCall" and isinstance(item, dict):
+            result = item.get("result")
+            failed = item.get("status") == "failed" or (isinstance(result, dict) and result.get("isError") is True)
+            call_id = clean_tag(item.get("id"))
+            if failed and call_id is not None:
+                self.failed_calls.add(call_id)
+        self.skipped["event"] += 1
 
     def _start(self, number: int, raw: str, timestamp: Any) -> None:
         text, wake_ups = strip_wake_up(raw)
@@ -155,6 +190,9 @@ class _Rollout:
         call_id = clean_tag(payload.get("call_id"))
         name = payload.get("name") if isinstance(payload.get("name"), str) else None
         if kind == "function_call":
+            namespace = clean_tag(payload.get("namespace"))
+            if namespace and name and not name.startswith(f"{namespace}__"):
+                name = f"{namespace}__{name}"  # an MCP tool: mcp__<server>__<tool>, as Claude Code names it
             turn.add_call(call_id, name or "function", payload.get("arguments"))
         elif kind == "custom_tool_call":
             turn.add_call(call_id, name or "tool", payload.get("input"))
@@ -166,9 +204,11 @@ class _Rollout:
             query = action.get("query") if isinstance(action, dict) else None
             turn.add_call(call_id, "web_search", query if isinstance(query, str) else "")
         elif kind in ("function_call_output", "custom_tool_call_output"):
-            text, wake_ups = strip_wake_up(_output_text(payload.get("output")))
+            text, exit_code = _without_output_header(_output_text(payload.get("output")))
+            text, wake_ups = strip_wake_up(text)
             self.skipped["wake_up"] += wake_ups
-            owner_of(self.turns, call_id).add_result(call_id, text)
+            failed = call_id in self.failed_calls or (exit_code is not None and exit_code != 0)
+            owner_of(self.turns, call_id).add_result(call_id, text, is_error=failed)
         else:
             self.skipped["other_item"] += 1
 
@@ -183,7 +223,7 @@ class _Rollout:
             cleaned, wake_ups = strip_wake_up(_content_text(payload.get("content"), self.skipped))
             self.skipped["wake_up"] += wake_ups
             turn.add_text(cleaned, clean_tag(payload.get("id")) or f"line-{number}")
-        elif role == "user" and not self.prompts_from_events:
+        elif role == "user" and self.prompt_source == "response_item":
             text = _content_text(payload.get("content"), self.skipped)
             if text.lstrip().startswith(_SCAFFOLDING_PREFIXES):
                 self.skipped["scaffolding"] += 1
@@ -192,7 +232,9 @@ class _Rollout:
         elif role == "user":
             self.skipped["user_item"] += 1  # the model-side copy of a prompt, or scaffolding
         else:
-            self.skipped["scaffolding"] += 1
+            # Developer and system messages: instructions, and hook context such as palazzo's wake-up.
+            _text, wake_ups = strip_wake_up(_content_text(payload.get("content"), Counter()))
+            self.skipped["wake_up" if wake_ups else "scaffolding"] += 1
 
 
 def _envelope(record: dict[str, Any]) -> tuple[str | None, dict[str, Any] | None]:
@@ -240,13 +282,39 @@ def _output_text(output: Any) -> str:
     return ""
 
 
-def _has_prompt_events(records: list[tuple[int, dict[str, Any]]]) -> bool:
+def _without_output_header(text: str) -> tuple[str, int | None]:
+    """A tool output without the header Codex writes before it, and the exit code it names (None: none).
+
+    The header: lines such as "Chunk ID: ...", "Wall time: 0.02 seconds", "Process exited with code 0",
+    "Original token count: 5", then "Output:". Text without that shape is returned as it is.
+    """
+    lines = text.split("\n")
+    exit_code = None
+    for number, line in enumerate(lines[:8]):
+        if line.strip() == "Output:":
+            return "\n".join(lines[number + 1 :]), exit_code
+        header = _OUTPUT_HEADER.match(line)
+        if header is None:
+            break
+        code = header.group("code") or header.group("exit")
+        if code is not None:
+            exit_code = int(code)
+    return text, None
+
+
+def _prompt_source(records: list[tuple[int, dict[str, Any]]]) -> str:
+    """Where this rollout's prompts are: user_message events, item_completed UserMessage events, or items."""
+    found = set()
     for _, record in records:
-        if record.get("type") == "event_msg":
-            payload = record.get("payload")
-            if isinstance(payload, dict) and payload.get("type") == "user_message":
-                return True
-    return False
+        payload = record.get("payload")
+        if record.get("type") != "event_msg" or not isinstance(payload, dict):
+            continue
+        if payload.get("type") == "user_message":
+            return "user_message"
+        item = payload.get("item")
+        if payload.get("type") == "item_completed" and isinstance(item, dict) and item.get("type") == "UserMessage":
+            found.add("item_completed")
+    return "item_completed" if found else "response_item"
 
 
 def parse(path: Path) -> Transcript:
@@ -254,7 +322,7 @@ def parse(path: Path) -> Transcript:
     skipped: Counter[str] = Counter()
     stats: Counter[str] = Counter()
     records = list(read_records(path, skipped, stats))
-    rollout = _Rollout(prompts_from_events=_has_prompt_events(records))
+    rollout = _Rollout(prompt_source=_prompt_source(records))
     rollout.skipped.update(skipped)
     rollout.stats.update(stats)
     for number, record in records:
