@@ -29,7 +29,7 @@ from mcp.client.auth import OAuthClientProvider
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
 from palace.governance.oauth import redirect_uri_problem
-from tests.mcpserver.conftest import Palazzo, free_port, http_server
+from tests.mcpserver.conftest import Palazzo, free_port, http_server, migrate
 from tests.mcpserver.test_auth_http import http_session, manage, token_client
 from tests.palace.helpers import memory
 
@@ -88,8 +88,7 @@ def oauth_serve(data_dir: Path, **extra_env: str) -> Iterator[OAuthServer]:
     """`serve` with PALAZZO_PUBLIC_URL (OAuth on) on a free port, with the person ada."""
     port = free_port()
     env = {"PALAZZO_PUBLIC_URL": f"http://127.0.0.1:{port}", **extra_env}
-    migrated = manage(data_dir, "migrate", "--verbosity", "0", **env)
-    assert migrated.returncode == 0, migrated.stderr
+    migrate(data_dir)
     create_person(data_dir, "ada", env)
     operator = manage(data_dir, "token", "create", "operator", "--scope", "write", **env)
     assert operator.returncode == 0, operator.stderr
