@@ -39,8 +39,8 @@ _MARKDOWN = MarkdownIt("commonmark").enable("table")
 
 
 def documentation_pages(root: Path) -> list[Path]:
-    """README.md, CHANGELOG.md and every page under docs/, as the project ships them."""
-    return [root / "README.md", root / "CHANGELOG.md", *sorted((root / "docs").glob("*.md"))]
+    """README.md, CHANGELOG.md and every page under docs/ (its folders too), as the project ships them."""
+    return [root / "README.md", root / "CHANGELOG.md", *sorted((root / "docs").rglob("*.md"))]
 
 
 def github_slug(heading: str) -> str:
