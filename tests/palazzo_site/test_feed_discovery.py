@@ -28,11 +28,14 @@ def machine_with_every_harness(home: Path) -> dict[str, str]:
         shutil.copy(rollout, rollouts / rollout.name)
     storage = sample("opencode/jazzyalex-agent-sessions/storage_v2")
     shutil.copytree(storage, home / "xdg-data" / "opencode" / "storage")
+    gemini = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts" / "gemini" / "cli-0.61.0" / "tmp"
+    shutil.copytree(gemini, home / "gemini-home" / ".gemini" / "tmp")
     return {
         "HOME": str(home),
         "PI_CODING_AGENT_DIR": str(home / "pi-agent"),
         "CODEX_HOME": str(home / "codex-home"),
         "XDG_DATA_HOME": str(home / "xdg-data"),
+        "GEMINI_CLI_HOME": str(home / "gemini-home"),
     }
 
 
@@ -73,6 +76,6 @@ def test_it_feeds_every_harness_s_sessions_from_where_the_caller_s_environment_k
     started = subprocess.run([str(PALAZZO), "status"], env=bare, capture_output=True, text=True, timeout=300)
     assert started.returncode == 0, started.stderr
     env = shell(data_dir, **machine_with_every_harness(tmp_path / "home"))
-    assert fed_harnesses(env) == {"claude-code", "pi", "codex", "opencode"}
+    assert fed_harnesses(env) == {"claude-code", "pi", "codex", "opencode", "gemini"}
     assert fed_harnesses(env, "--harness", "codex") == {"codex"}
     assert fed_harnesses(bare) == set()

@@ -58,7 +58,13 @@ def test_it_names_the_problem_with_an_unusable_path(tmp_path: Path) -> None:
 
 def test_it_finds_each_harness_under_its_configured_root(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))
-    for name in ("CLAUDE_CONFIG_DIR", "PI_CODING_AGENT_SESSION_DIR", "PI_CODING_AGENT_DIR", "CODEX_HOME"):
+    for name in (
+        "CLAUDE_CONFIG_DIR",
+        "PI_CODING_AGENT_SESSION_DIR",
+        "PI_CODING_AGENT_DIR",
+        "CODEX_HOME",
+        "GEMINI_CLI_HOME",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.delenv("XDG_DATA_HOME", raising=False)
     assert default_roots() == {
@@ -66,16 +72,19 @@ def test_it_finds_each_harness_under_its_configured_root(monkeypatch: pytest.Mon
         "pi": tmp_path / ".pi" / "agent" / "sessions",
         "codex": tmp_path / ".codex" / "sessions",
         "opencode": tmp_path / ".local" / "share" / "opencode",
+        "gemini": tmp_path / ".gemini" / "tmp",
     }
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "cc"))
     monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path / "pi"))
     monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex"))
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("GEMINI_CLI_HOME", str(tmp_path / "g"))
     roots = default_roots()
     assert roots["claude-code"] == tmp_path / "cc" / "projects"
     assert roots["pi"] == tmp_path / "pi" / "sessions"
     assert roots["codex"] == tmp_path / "codex" / "sessions"
     assert roots["opencode"] == tmp_path / "data" / "opencode"
+    assert roots["gemini"] == tmp_path / "g" / ".gemini" / "tmp"
     monkeypatch.setenv("PI_CODING_AGENT_SESSION_DIR", str(tmp_path / "pi-sessions"))
     assert default_roots()["pi"] == tmp_path / "pi-sessions"
     assert set(roots) <= set(HARNESSES)

@@ -174,3 +174,101 @@ def test_it_reads_sessions_from_opencodes_sqlite_database(tmp_path: Path) -> Non
     assert [(item.prompt, item.reply) for item in child.exchanges] == [("Check the tests", "Green.")]
     with pytest.raises(TranscriptError, match="no such file"):
         parse_transcript(tmp_path / "missing.db#ses_1")
+
+
+# Real opencode 1.18.33 samples (tests/fixtures/transcripts/opencode/SOURCES.md).
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts" / "opencode"
+SESSION = "ses_dbc949f62ffeeyarY8uOlaK2l7"
+CHILD = "ses_dbc941270ffevUHQ6XUICy0l1M"
+PROMPTS = ['"How many teeth has the lunar gear?"', '"Ask a helper to count the gear files."']
+
+
+def test_it_reads_opencode_1_18_sessions_from_its_database() -> None:
+    database = FIXTURES / "opencode.db"
+    main = database.with_name(f"opencode.db#{SESSION}")
+    assert list(discover([FIXTURES])) == [("opencode", main)], "the subagent's session is not listed on its own"
+    transcript = parse_transcript(main)
+    assert (transcript.session_id, transcript.version) == (SESSION, "1.18.33")
+    assert transcript.cwd is not None and transcript.cwd.endswith("/work/orrery")
+    assert [exchange.prompt for exchange in transcript.exchanges] == PROMPTS
+    find, helper = transcript.exchanges
+    assert find.reply.startswith("[tool palazzo_palace_find: query=lunar gear teeth] -> {")
+    assert "235 teeth (the Metonic cycle)" in find.reply and find.reply.endswith("\n\n235 teeth.")
+    assert helper.reply.startswith("[tool task: Count gear files, general] -> <task id=")
+    assert helper.reply.endswith("Two gear files: lunar.txt and solar.txt. </task_result> </task>\n\nTwo files.")
+    assert all(exchange.complete for exchange in transcript.exchanges)
+    assert transcript.skipped == {"metadata": 8}, "step-start and step-finish parts"
+    (child,) = transcript.subagents
+    assert (child.session_id, child.parent_session_id, child.agent_id) == (CHILD, SESSION, CHILD)
+    assert [(item.prompt, item.reply) for item in child.exchanges] == [
+        ("Count the gear files in this project.", "Two gear files: lunar.txt and solar.txt.")
+    ]
+
+
+def test_it_reads_a_saved_opencode_export_as_the_same_session() -> None:
+    export = FIXTURES / "export.json"
+    assert detect_harness(export) == "opencode"
+    from_export = parse_transcript(export)
+    from_database = parse_transcript(FIXTURES / f"opencode.db#{SESSION}")
+    assert from_export.session_id == SESSION and from_export.cwd == from_database.cwd
+    assert [(item.key, item.prompt, item.reply, item.started_at, item.complete) for item in from_export.exchanges] == [
+        (item.key, item.prompt, item.reply, item.started_at, item.complete) for item in from_database.exchanges
+    ]
+    assert from_export.subagents == [], "an export holds its own session only"
+
+
+def test_it_reads_the_database_while_opencode_writes_it_and_never_changes_it(tmp_path: Path) -> None:
+    database = tmp_path / "opencode.db"
+    database.write_bytes((FIXTURES / "opencode.db").read_bytes())
+    writer = sqlite3.connect(database, isolation_level=None)
+    assert writer.execute("PRAGMA journal_mode = WAL").fetchone() == ("wal",)  # as opencode keeps it
+    writer.execute("BEGIN IMMEDIATE")  # opencode in the middle of writing a turn
+    writer.execute("UPDATE session SET title = 'renamed' WHERE id = ?", (SESSION,))
+    transcript = parse_transcript(database.with_name(f"opencode.db#{SESSION}"))
+    assert [exchange.prompt for exchange in transcript.exchanges] == PROMPTS
+    writer.execute("COMMIT")  # the reader held nothing that stops the writer
+    writer.execute("BEGIN IMMEDIATE")
+    writer.execute("DELETE FROM part")
+    writer.execute("COMMIT")  # in the WAL, not yet in the database file: a reader must look there too
+    assert parse_transcript(database.with_name(f"opencode.db#{SESSION}")).exchanges == []
+    writer.close()
+    read_only = tmp_path / "read-only.db"
+    read_only.write_bytes((FIXTURES / "opencode.db").read_bytes())
+    before = read_only.read_bytes()
+    assert parse_transcript(read_only.with_name(f"read-only.db#{SESSION}")).exchanges
+    assert read_only.read_bytes() == before
+    assert [path.name for path in tmp_path.iterdir() if path.name.startswith("read-only")] == ["read-only.db"]
+
+
+def test_it_keeps_a_turn_open_while_opencode_is_between_a_tool_call_and_its_answer(tmp_path: Path) -> None:
+    database = tmp_path / "opencode.db"
+    database.write_bytes((FIXTURES / "opencode.db").read_bytes())
+    with sqlite3.connect(database) as connection:
+        # The last turn as it stood mid-way: the task call's step finished ("tool-calls"), no answer yet.
+        (last,) = connection.execute(
+            "SELECT id FROM message WHERE session_id = ? ORDER BY time_created DESC LIMIT 1", (SESSION,)
+        ).fetchall()
+        (data,) = connection.execute("SELECT data FROM message WHERE id = ?", last).fetchone()
+        assert json.loads(data)["finish"] == "stop"
+        connection.execute("DELETE FROM part WHERE message_id = ?", last)
+        connection.execute("DELETE FROM message WHERE id = ?", last)
+    transcript = parse_transcript(database.with_name(f"opencode.db#{SESSION}"))
+    assert [exchange.complete for exchange in transcript.exchanges] == [True, False]
+    assert transcript.exchanges[1].reply.endswith("</task_result> </task>")
+
+
+def test_it_skips_and_counts_what_is_malformed_in_an_export(tmp_path: Path) -> None:
+    record = json.loads((FIXTURES / "export.json").read_text())
+    record["messages"][0]["parts"][0]["text"] += "\n<palazzo-wake-up>\nold context\n</palazzo-wake-up>"
+    record["messages"][0]["parts"].append("not a part")
+    record["messages"].insert(1, {"info": "not a message"})
+    record["messages"].append(None)
+    export = tmp_path / "session.json"
+    export.write_text(json.dumps(record))
+    transcript = parse_transcript(export)
+    assert [exchange.prompt for exchange in transcript.exchanges] == PROMPTS
+    assert transcript.skipped == {"malformed": 3, "metadata": 8, "wake_up": 1}
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"info": {"id": "ses_x", "directory": "/x"}, "messages": [')
+    with pytest.raises(TranscriptError, match="not a transcript"):
+        detect_harness(broken)

@@ -1,6 +1,6 @@
 """Harness session transcripts parsed into exchanges worth remembering (stdlib only, no Django).
 
-Claude Code, pi, Codex, opencode and a generic JSONL ({"role", "text", "timestamp"} per line).
+Claude Code, pi, Codex, opencode, Gemini CLI and a generic JSONL ({"role", "text", "timestamp"} per line).
 Parsers never raise on a bad line: it is skipped and counted in Transcript.skipped (reason -> count).
 
 What an exchange is, for every harness:
@@ -13,17 +13,21 @@ What an exchange is, for every harness:
   repeated on a later streamed line is kept once. Synthetic API-error lines ("Not logged in") are not
   replies; they end the turn.
 - palazzo's own wake-up context (between WAKE_UP_OPEN and WAKE_UP_CLOSE) is removed wherever it
-  appears: hook attachments, system reminders, prompts, replies, tool results.
+  appears: hook attachments, system reminders, prompts, replies, tool results (Gemini CLI puts it
+  in the prompt inside <hook_context>, its angle brackets escaped).
+- Gemini CLI's chat log is folded as Gemini CLI loads it: a message id written again replaces its
+  earlier version (last version wins, in the order ids first appeared); a rewind drops what it undid.
 - key: stable as the file grows (Claude Code: the prompt line's uuid; pi: "ts-<epoch ms>" of the
   prompt, which survives pi rewriting a v1 file as v3; Codex and generic JSONL: "line-<n>";
-  opencode: the user message id).
+  opencode and Gemini CLI: the user message id).
 - started_at: the user turn's timestamp; missing or invalid, the previous turn's (else the next one's,
   else the file's mtime).
 - complete: False only for the last exchange while the assistant is still at it (no reply yet, a
   tool call without its result, or a tool result not yet answered), unless the log marks the turn
   finished (end_turn, turn_duration, task_complete, pi stopReason, an API error).
 - Subagents: Claude Code's inline sidechains (1.0.x), agent-<id>.jsonl siblings (2.0.x) and
-  <session>/subagents/agent-<id>.jsonl (2.1.x), and opencode child sessions, are Transcripts in
+  <session>/subagents/agent-<id>.jsonl (2.1.x), opencode child sessions and Gemini CLI sub-agent
+  chats (chats/<session id>/<id>.jsonl), are Transcripts in
   `subagents` with parent_session_id set and session_id "<parent>:agent-<id>" (Claude Code) or their
   own id; Codex sub-agent threads are rollouts of their own carrying parent_session_id.
 - worth_keeping: at least one exchange whose prompt has text that is not only a slash command or

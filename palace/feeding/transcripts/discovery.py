@@ -18,6 +18,7 @@ _PARSER_MODULES = {
     "pi": "palace.feeding.transcripts.pi",
     "codex": "palace.feeding.transcripts.codex",
     "opencode": "palace.feeding.transcripts.opencode",
+    "gemini": "palace.feeding.transcripts.gemini",
     "jsonl": "palace.feeding.transcripts.generic",
 }
 _CODEX_TYPES = {"session_meta", "response_item", "event_msg", "turn_context", "compacted", "world_state"}
@@ -52,11 +53,13 @@ def default_roots() -> dict[str, Path]:
         pi_root = home / ".pi" / "agent" / "sessions"
     codex_home = Path(os.environ["CODEX_HOME"]) if os.environ.get("CODEX_HOME") else home / ".codex"
     data_home = Path(os.environ["XDG_DATA_HOME"]) if os.environ.get("XDG_DATA_HOME") else home / ".local" / "share"
+    gemini_home = Path(os.environ["GEMINI_CLI_HOME"]) if os.environ.get("GEMINI_CLI_HOME") else home
     return {
         "claude-code": claude / "projects",
         "pi": pi_root,
         "codex": codex_home / "sessions",
         "opencode": data_home / "opencode",
+        "gemini": gemini_home / ".gemini" / "tmp",
     }
 
 
@@ -81,8 +84,10 @@ def detect_harness(path: Path) -> str:
     if _opencode().split_database_path(path) is not None:
         return "opencode"
     if path.suffix == ".json":
-        if _opencode().is_session_file(path):
+        if _opencode().is_session_file(path) or _opencode().is_export_file(path):
             return "opencode"
+        if _gemini().is_session_file(path):
+            return "gemini"
         raise TranscriptError(f"{path}: not a transcript of a known harness ({', '.join(HARNESSES)})")
     if path.suffix == ".db" and _opencode().is_database(path):
         raise TranscriptError(f"{path}: an opencode database holds many sessions; list them with discover")
@@ -143,7 +148,15 @@ def _walk(root: Path, harness: str | None) -> Iterator[Path]:
             if name.endswith(".jsonl") and harness != "opencode":
                 if name.startswith("agent-") and harness in (None, "claude-code") and _is_claude_subagent(candidate):
                     continue
+                if harness in (None, "gemini") and _is_gemini_subagent(candidate):
+                    continue
+                if harness == "gemini" and not (base.name == "chats" and name.startswith("session-")):
+                    continue  # ~/.gemini/tmp holds more than chats (logs, tool outputs)
                 yield candidate
+            elif name.endswith(".json") and harness in (None, "gemini") and base.name == "chats":
+                # Gemini CLI's whole-file session (0.38 and older), unless a later CLI resumed it into <name>l
+                if not (base / f"{name}l").exists() and _gemini().is_session_file(candidate):
+                    yield candidate
             elif harness not in (None, "opencode"):
                 continue
             elif name.endswith(".json") and base.parent.name == "session":
@@ -160,8 +173,19 @@ def _is_claude_subagent(path: Path) -> bool:
     return True
 
 
+def _is_gemini_subagent(path: Path) -> bool:
+    """A Gemini CLI sub-agent chat (chats/<session id>/<id>.jsonl) is reached through its parent's session."""
+    if path.parent.parent.name != "chats" or path.name.startswith("session-"):
+        return False  # not where Gemini CLI keeps them (and its module stays unloaded)
+    return any(_gemini().is_metadata(record) for record in _head(path, lines=1))
+
+
 def _opencode() -> Any:
     return importlib.import_module(_PARSER_MODULES["opencode"])
+
+
+def _gemini() -> Any:
+    return importlib.import_module(_PARSER_MODULES["gemini"])
 
 
 def _require_file(path: Path) -> None:
@@ -194,6 +218,10 @@ def _head(path: Path, lines: int = _SNIFF_LINES) -> Iterator[dict[str, Any]]:
 
 def _classify(record: dict[str, Any]) -> str | None:
     kind = record.get("type")
+    if isinstance(record.get("sessionId"), str) and isinstance(record.get("projectHash"), str) and kind is None:
+        return "gemini"  # a Gemini CLI chat's first line (Claude Code's lines with a sessionId all have a type)
+    if kind == "gemini" and isinstance(record.get("id"), str):
+        return "gemini"
     if kind == "session" and ("cwd" in record or "version" in record or "id" in record):
         return "pi"
     if kind == "message" and isinstance(record.get("message"), dict):
@@ -220,4 +248,6 @@ def _hint_from_location(path: Path) -> str | None:
         return "pi"
     if ".codex" in parts or path.name.startswith("rollout-"):
         return "codex"
+    if ".gemini" in parts and "chats" in parts:
+        return "gemini"
     return None

@@ -6,7 +6,15 @@ builds: storage/part/*.json naming their messageID). The transcript path is the 
 Current builds keep the same records in an SQLite database (opencode.db: tables session, message,
 part with the record in a `data` JSON column); one of its sessions is named by the path
 '<opencode.db>#<session id>'. Child sessions (parentID / parent_id set, e.g. the task tool's
-subagents) are read as the parent's subagents.
+subagents) are read as the parent's subagents. The database is opened read-only (`mode=ro`) and read one
+statement at a time: opencode keeps it in WAL mode, where a reader never blocks its writes.
+`opencode export <id>` prints one session as a JSON object ({"info": session, "messages": [{"info":
+message, "parts": [...]}]}); saved to a .json file, that is a transcript too (without its child sessions,
+which an export does not hold).
+
+opencode 1.18 writes one assistant message per model call: a call that ends in tool calls has
+`finish: "tool-calls"` (and `time.completed`), so only `stop`, `length`, an error or an older record with
+no `finish` at all ends the turn.
 """
 
 from __future__ import annotations
@@ -38,13 +46,17 @@ from palace.feeding.transcripts.text import (
 
 HARNESS = "opencode"
 _MAX_RECORD_BYTES = 16 * 1024 * 1024
+# An export holds a whole session (tool outputs included) in one JSON document.
+_MAX_EXPORT_BYTES = 256 * 1024 * 1024
+# Assistant message `finish` values that end the turn (opencode 1.18; "tool-calls" goes on with another call).
+_FINAL_FINISHES = {"stop", "length", "content-filter", "error"}
 _METADATA_PARTS = {"step-start", "step-finish", "snapshot", "patch", "compaction", "retry", "agent", "subtask"}
 
 
-def _load(path: Path) -> Any:
+def _load(path: Path, limit: int = _MAX_RECORD_BYTES) -> Any:
     """One JSON record file, or None when it is unreadable, too big or not JSON."""
     try:
-        if path.stat().st_size > _MAX_RECORD_BYTES:
+        if path.stat().st_size > limit:
             return None
         return json.loads(path.read_bytes().decode("utf-8", errors="replace"))
     except (OSError, ValueError, RecursionError):
@@ -57,6 +69,29 @@ def is_session_file(path: Path) -> bool:
         return False
     record = _load(path)
     return isinstance(record, dict) and isinstance(record.get("id"), str)
+
+
+def _is_export(record: Any) -> bool:
+    info = record.get("info") if isinstance(record, dict) else None
+    return (
+        isinstance(info, dict)
+        and isinstance(info.get("id"), str)
+        and isinstance(record.get("messages"), list)
+        and any(key in info for key in ("projectID", "directory", "version"))
+    )
+
+
+def is_export_file(path: Path) -> bool:
+    """True for a saved `opencode export <id>`: a JSON object with the session's info and its messages."""
+    if path.suffix != ".json":
+        return False
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(4096)
+    except OSError:
+        return False
+    # An export opens with the session's "info" (a message's comes first otherwise): other JSON is not read whole.
+    return b'"info"' in head and _is_export(_load(path, _MAX_EXPORT_BYTES))
 
 
 def session_id_of(path: Path) -> str | None:
@@ -201,6 +236,41 @@ class _Database:
         return records
 
 
+class _Export:
+    """One session as `opencode export` prints it: the records are all in the document."""
+
+    def __init__(self, path: Path, record: dict[str, Any]) -> None:
+        self.path = path
+        self.session: dict[str, Any] = record["info"]
+        self.malformed = 0
+        self._messages: list[dict[str, Any]] = []
+        self._parts: dict[str, list[dict[str, Any]]] = {}
+        for entry in record["messages"]:
+            message = entry.get("info") if isinstance(entry, dict) else None
+            if not isinstance(message, dict) or not isinstance(message.get("id"), str):
+                self.malformed += 1
+                continue
+            self._messages.append(message)
+            parts = entry.get("parts")
+            kept = [part for part in parts if isinstance(part, dict)] if isinstance(parts, list) else []
+            self.malformed += (len(parts) if isinstance(parts, list) else 0) - len(kept)
+            self._parts.setdefault(message["id"], []).extend(kept)
+
+    def messages(self, session_id: str, skipped: Counter[str]) -> list[dict[str, Any]]:
+        if self.malformed:
+            skipped["malformed"] += self.malformed
+        return sorted(self._messages, key=_created)
+
+    def parts(self, message_id: str, skipped: Counter[str]) -> list[dict[str, Any]]:
+        return self._parts.get(message_id, [])
+
+    def mtime(self, path: Path) -> datetime:
+        return file_mtime(self.path)
+
+    def children(self, path: Path, session_id: str) -> list[tuple[Path, dict[str, Any]]]:
+        return []  # an export holds its own session only
+
+
 def _usable_id(value: Any) -> bool:
     """A session id that can name a path component (hostile databases hold anything)."""
     return (
@@ -209,6 +279,9 @@ def _usable_id(value: Any) -> bool:
         and not any(character in value for character in "/\\\x00")
         and value not in (".", "..")
     )
+
+
+_Source = _Storage | _Database | _Export
 
 
 def database_session_path(database: Path, session_id: str) -> Path:
@@ -255,18 +328,21 @@ def _created(record: dict[str, Any]) -> tuple[float, str]:
 
 
 def parse(path: Path) -> Transcript:
-    """An opencode session (a storage session file, or '<opencode.db>#<session id>') with its children."""
+    """An opencode session (storage session file, '<opencode.db>#<session id>' or saved export) with its children."""
     located = split_database_path(path)
     if located is not None:
         database, session_id = located
         with _Database(database) as source:
             return _parse(path, source, source.session(session_id), depth=0)
+    record = _load(path, _MAX_EXPORT_BYTES)
+    if _is_export(record):
+        export = _Export(path, record)
+        return _parse(path, export, export.session, depth=0)
     storage = _Storage(path.parent.parent.parent)
-    record = _load(path)
     return _parse(path, storage, record if isinstance(record, dict) else None, depth=0)
 
 
-def _parse(path: Path, source: _Storage | _Database, session: dict[str, Any] | None, *, depth: int) -> Transcript:
+def _parse(path: Path, source: _Source, session: dict[str, Any] | None, *, depth: int) -> Transcript:
     skipped: Counter[str] = Counter()
     stats: Counter[str] = Counter()
     if session is None:
@@ -304,7 +380,7 @@ def _parse(path: Path, source: _Storage | _Database, session: dict[str, Any] | N
 
 def _message(
     message: dict[str, Any],
-    storage: _Storage | _Database,
+    storage: _Source,
     turns: list[Turn],
     skipped: Counter[str],
     stats: Counter[str],
@@ -347,10 +423,11 @@ def _message(
     for part in parts:
         _assistant_part(part, turn, message_id, skipped)
     time = message.get("time")
+    finish = message.get("finish")
     if (
         message.get("error")
-        or message.get("finish") in ("stop", "length")
-        or (isinstance(time, dict) and time.get("completed"))
+        or finish in _FINAL_FINISHES
+        or (finish is None and isinstance(time, dict) and time.get("completed"))  # builds before `finish`
     ):
         turn.finished = True
 
