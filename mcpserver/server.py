@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import functools
 import gc
 import json
@@ -39,6 +40,7 @@ from palace.governance import auth
 from palace.governance.audit import start_audit_writer
 from palace.operations.gain import record_usage, start_usage_writer
 from palace.schema.forms import shown_name, writer_stamp
+from palace.schema.vocabulary import active_vocabulary
 
 if TYPE_CHECKING:
     from mcp.shared._stream_protocols import ReadStream, WriteStream
@@ -76,6 +78,14 @@ def instructions(env: PalazzoEnvironment) -> str:
         "Errors start with a [code], name the field and the rule, and say what to do; "
         "nothing is written when a call fails."
     )
+
+
+def with_palace_vocabulary(env: PalazzoEnvironment) -> PalazzoEnvironment:
+    """The configuration with the palace's own vocabulary (recorded in its database) for the environment's."""
+    if not dataclasses.is_dataclass(env) or isinstance(env, type):
+        return env
+    vocabulary = active_vocabulary()
+    return dataclasses.replace(env, wings=vocabulary.wings, halls=vocabulary.halls, categories=vocabulary.categories)
 
 
 class _RawArguments(ArgModelBase):
@@ -405,7 +415,7 @@ def build_server(
     warmup: another server's opening of the same palace, to wait for instead of a new one (the holder's
     read-only sessions are served by a second server over the one palace).
     """
-    env = env or settings.PALAZZO
+    env = with_palace_vocabulary(env or settings.PALAZZO)
     warmup = warmup or PalaceWarmup(wait_for_store=wait_for_store)
 
     @asynccontextmanager

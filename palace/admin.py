@@ -1,4 +1,4 @@
-"""The admin: read-only journal and usage, API tokens, a memory page and the palace overview."""
+"""The admin: read-only journal and usage, API tokens, a memory page and the palace overview (with a search)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,10 @@ from palace.errors import PalaceError
 from palace.governance import audit, tokens
 from palace.models import ApiToken, AuditRecord, JournalEntry, PalaceOverview, UsageEvent
 
-# Installed from the npm registry by `make setup` (package.json / package-lock.json), never committed.
-CHART_JS = Path(settings.BASE_DIR) / "node_modules" / "chart.js" / "dist" / "chart.umd.min.js"
+# Chart.js 4.6.1, vendored with its licence (palace/vendor/chart.js/README.md): a wheel install has no npm.
+CHART_JS = Path(__file__).resolve().parent / "vendor" / "chart.js" / "chart.umd.min.js"
+# How many memories the overview's search lists.
+SEARCH_HITS = 20
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -143,9 +145,9 @@ class PalaceOverviewAdmin(ReadOnlyAdmin):
         return [chart, *super().get_urls()]
 
     def chart_js(self, request: HttpRequest) -> FileResponse:
-        """Chart.js from node_modules (installed from npm, not committed)."""
+        """Chart.js as shipped in the package (palace/vendor/chart.js)."""
         if not CHART_JS.is_file():
-            raise Http404("Chart.js is not installed: run `make setup` (npm ci)")
+            raise Http404("Chart.js is missing from this install: reinstall palazzo")
         return FileResponse(CHART_JS.open("rb"), content_type="text/javascript")
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
@@ -158,12 +160,17 @@ class PalaceOverviewAdmin(ReadOnlyAdmin):
             error = ""
         except PalaceError as exc:
             data, error = {}, str(exc)
+        query = request.GET.get("q", "").strip()
+        hits, search_error = self._search(request, query) if query else ([], "")
         counts = data.get("counts", {})
         context = {
             **self.admin_site.each_context(request),
             "title": "Palace overview",
             "overview": data,
             "error": error,
+            "query": query,
+            "hits": hits,
+            "search_error": search_error,
             "count_tables": [
                 (label, sorted(counts.get(label, {}).items(), key=lambda kv: (-kv[1], kv[0])))
                 for label in ("wings", "rooms", "halls", "categories")
@@ -173,6 +180,17 @@ class PalaceOverviewAdmin(ReadOnlyAdmin):
             "opts": self.model._meta,
         }
         return TemplateResponse(request, "admin/palace/overview.html", context)
+
+    @staticmethod
+    def _search(request: HttpRequest, query: str) -> tuple[list[dict[str, Any]], str]:
+        """The memories palace_find answers for query (current ones, best first; audited as the admin's read)."""
+        from palace.reads import selectors  # the store bindings load on first use, not at Django start-up
+
+        try:
+            found = selectors.find(query=query, limit=SEARCH_HITS, whole=True, actor=_admin_actor(request))
+        except PalaceError as exc:
+            return [], str(exc)
+        return found["results"], ""
 
 
 class ApiTokenForm(forms.ModelForm):
@@ -234,6 +252,10 @@ class ApiTokenAdmin(admin.ModelAdmin):
         actions = super().get_actions(request)
         actions.pop("delete_selected", None)
         return actions
+
+
+# The login page says how an account is made: `palazzo createsuperuser` on the host.
+admin.site.login_template = "admin/palace/login.html"
 
 
 def register_oauth_admin() -> None:

@@ -76,6 +76,22 @@ class IdAllocator(models.Model):
         return f"next id {self.next_id}"
 
 
+class PalaceVocabulary(models.Model):
+    """The palace's own wings, halls and categories (one row), recorded when it is created (schema.vocabulary)."""
+
+    preset = models.CharField(max_length=64, help_text="The preset it started from; custom once edited.")
+    wings = models.JSONField(default=list)
+    halls = models.JSONField(default=list)
+    categories = models.JSONField(default=list)
+    changed_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "palace vocabulary"
+
+    def __str__(self) -> str:
+        return f"vocabulary {self.preset}"
+
+
 class ApiToken(models.Model):
     """A bearer token for the HTTP routes; only the SHA-256 of its secret is kept."""
 

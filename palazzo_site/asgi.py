@@ -50,7 +50,7 @@ class SecuredApplication:
             try:
                 problem = await anyio.to_thread.run_sync(_start_problem)
             except Exception as exc:
-                problem = f"palazzo cannot start: cannot read the API tokens ({exc}); run `python manage.py migrate`"
+                problem = f"palazzo cannot start: cannot read the API tokens ({exc}); run `palazzo migrate`"
             if problem:
                 await send({"type": "lifespan.startup.failed", "message": problem})
                 return

@@ -12,12 +12,13 @@ from typing import TypeVar
 from urllib.parse import urlsplit
 
 from palace.feeding.devices import DEVICE_PATTERN
+from palace.schema.vocabulary import DEFAULT_PRESET, PRESETS
 
 T = TypeVar("T")
 
-DEFAULT_CATEGORIES = ("person", "career", "technical", "infrastructure", "project-memory", "vibe", "project")
-DEFAULT_WINGS = ("projects", "infrastructure", "nexpublica", "personal", "career", "vibe")
-DEFAULT_HALLS = ("facts", "events", "decisions", "discoveries", "preferences")
+DEFAULT_CATEGORIES = PRESETS[DEFAULT_PRESET].categories
+DEFAULT_WINGS = PRESETS[DEFAULT_PRESET].wings
+DEFAULT_HALLS = PRESETS[DEFAULT_PRESET].halls
 
 
 class ConfigurationError(ValueError):
@@ -53,9 +54,12 @@ class PalazzoEnvironment:
     secret_key: str
     debug: bool
     ingest_max_bytes: int = 256 * 1024 * 1024
+    # What a new palace records (palace.schema.vocabulary): the preset's lists, or PALAZZO_<LIST> where set.
     categories: tuple[str, ...] = field(default=DEFAULT_CATEGORIES)
     wings: tuple[str, ...] = field(default=DEFAULT_WINGS)
     halls: tuple[str, ...] = field(default=DEFAULT_HALLS)
+    vocabulary_preset: str | None = None  # PALAZZO_VOCABULARY; None: the default (a palace with memories: legacy)
+    vocabulary_lists: tuple[tuple[str, tuple[str, ...]], ...] = ()  # the PALAZZO_<LIST> that are set, by kind
     allow_insecure: bool = False
     index_after: int = 12000
     gain_tool: bool = False  # palace_gain in tools/list (off: it is operator telemetry; the resource keeps it)
@@ -211,6 +215,23 @@ def default_device() -> str:
     return cleaned or "localhost"
 
 
+LEGACY_DATA_DIR = "~/.palazzo"
+
+
+def default_data_dir(environ: Mapping[str, str]) -> Path:
+    """The palace's home when PALAZZO_DATA_DIR is unset: an existing ~/.palazzo, else $XDG_DATA_HOME/palazzo."""
+    # A palace made before the XDG default stays where it is: moving to a new empty one would split a user's
+    # memories between two palaces without a word.
+    home = Path(environ.get("HOME") or Path.home())
+    legacy = home / LEGACY_DATA_DIR.removeprefix("~/")
+    if legacy.is_dir():
+        return legacy
+    xdg = (environ.get("XDG_DATA_HOME") or "").strip()
+    # The XDG spec says a relative XDG_DATA_HOME is invalid and must be ignored.
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else home / ".local" / "share"
+    return base / "palazzo"
+
+
 def read_environment(environ: Mapping[str, str] | None = None) -> PalazzoEnvironment:
     """Parse palazzo's variables from the environment, raising on the first bad value."""
     env = os.environ if environ is None else environ
@@ -221,13 +242,18 @@ def read_environment(environ: Mapping[str, str] | None = None) -> PalazzoEnviron
             return default
         return parse(name, raw)
 
-    data_dir = get("PALAZZO_DATA_DIR", _path, Path("~/.palazzo").expanduser())
+    data_dir = get("PALAZZO_DATA_DIR", _path, None) or default_data_dir(env)
     public_url = get("PALAZZO_PUBLIC_URL", _public_url, None)
     threads = get("PALAZZO_EMBED_THREADS", _positive_int, 0)
-    defaults: tuple[tuple[str, ...], ...] = (DEFAULT_WINGS, DEFAULT_HALLS, DEFAULT_CATEGORIES)
+    vocabulary_preset = get("PALAZZO_VOCABULARY", _choice(tuple(PRESETS)), None)
+    chosen = PRESETS[vocabulary_preset or DEFAULT_PRESET]
+    vocabulary_lists = tuple(
+        (kind, _word_list(f"PALAZZO_{kind.upper()}", env[f"PALAZZO_{kind.upper()}"]))
+        for kind in ("wings", "halls", "categories")
+        if (env.get(f"PALAZZO_{kind.upper()}") or "").strip()
+    )
     wings, halls, categories = (
-        get(name, _word_list, default)
-        for name, default in zip(("PALAZZO_WINGS", "PALAZZO_HALLS", "PALAZZO_CATEGORIES"), defaults)
+        dict(vocabulary_lists).get(kind, getattr(chosen, kind)) for kind in ("wings", "halls", "categories")
     )
 
     def vocabulary_value(name: str, default: str, allowed: tuple[str, ...], vocabulary: str) -> str:
@@ -270,6 +296,8 @@ def read_environment(environ: Mapping[str, str] | None = None) -> PalazzoEnviron
         categories=categories,
         wings=wings,
         halls=halls,
+        vocabulary_preset=vocabulary_preset,
+        vocabulary_lists=vocabulary_lists,
         allow_insecure=get("PALAZZO_ALLOW_INSECURE", _boolean, False),
         index_after=get("PALAZZO_INDEX_AFTER", _count, 12000),
         gain_tool=get("PALAZZO_GAIN_TOOL", _boolean, False),

@@ -17,7 +17,8 @@ from typing import Any
 
 from palazzo_site.environment import read_environment
 
-worker_class = "uvicorn_worker.UvicornWorker"
+# uvicorn's worker, stopping on SIGQUIT too (Ctrl-C on the master alone); see palazzo_site/gunicorn_worker.py.
+worker_class = "palazzo_site.gunicorn_worker.PalazzoWorker"
 workers = 1
 bind = [read_environment().bind]
 # Model loading happens in the worker's lifespan; give it time before the arbiter gives up on it.

@@ -3,10 +3,10 @@
 Standard library only, and it never opens the palace or takes its lock (runmcp may be starting at
 the same moment): SessionStart prints the wake-up context from a snapshot file (or, with PALAZZO_URL,
 from the server's /wake-up; with PostgreSQL and a Qdrant server, several hosts sharing the palace, from
-the database's snapshots, with psycopg); Stop, PreCompact and SessionEnd queue the transcript in the spool and
-return, and the process holding the palace feeds it; when nobody holds it (or the palace is remote)
-a detached `palazzo feed --spool` is started. Every failure is one line on stderr and exit status 0:
-the agent keeps working.
+the database's snapshots, with psycopg); Stop, PreCompact and SessionEnd queue the transcript in the spool
+(when its file exists: a session that wrote none has nothing to feed) and return, and the process holding
+the palace feeds it; when nobody holds it (or the palace is remote) a detached `palazzo feed --spool` is
+started. Every failure is one line on stderr and exit status 0: the agent keeps working.
 """
 
 from __future__ import annotations
@@ -122,6 +122,20 @@ def session_start_output(harness: str, context: str) -> str:
     return json.dumps(output, ensure_ascii=False)
 
 
+def transcript_exists(path: Path) -> bool:
+    """False only when the transcript's file is certainly absent (opencode's '<database>#<session>': the database)."""
+    name, separator, _session = path.name.partition("#")
+    if separator and name.endswith(".db"):
+        path = path.with_name(name)
+    try:
+        path.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError:
+        return True  # there but unreadable (or unnameable): the feeder says why in `palazzo status`
+    return True
+
+
 def schedule_feed(env: PalazzoEnvironment, harness: str, event: dict[str, Any]) -> str | None:
     """Queue the session's transcript; start a detached feeder when nobody who could feed it is running.
 
@@ -131,6 +145,10 @@ def schedule_feed(env: PalazzoEnvironment, harness: str, event: dict[str, Any]) 
     path = _text(event, "agent_transcript_path") if name == "SubagentStop" else None
     path = path or _text(event, "transcript_path", required=True)
     assert path is not None
+    if not transcript_exists(Path(path).expanduser()):
+        # No session happened (`claude mcp list` ends one it never wrote) or the harness has not written
+        # its file yet: nothing to feed now, and the next Stop or SessionEnd queues the same path again.
+        return None
     job = spool.Job(
         harness=harness,
         path=str(Path(path).expanduser()),

@@ -50,12 +50,15 @@ def main(args: list[str]) -> int:
     )
     parser.add_argument(
         "--settings",
-        help="Claude Code: settings file (default: $CLAUDE_CONFIG_DIR/settings.json or ~/.claude/settings.json)",
+        help="Claude Code: settings file, in an existing dir or a project's .claude "
+        "(default: $CLAUDE_CONFIG_DIR/settings.json or ~/.claude/settings.json)",
     )
-    parser.add_argument("--agent-dir", help="pi: the agent dir (default: $PI_CODING_AGENT_DIR or ~/.pi/agent)")
+    parser.add_argument(
+        "--agent-dir", help="pi: the agent dir, which must exist (default: $PI_CODING_AGENT_DIR or ~/.pi/agent)"
+    )
     parser.add_argument(
         "--config-dir",
-        help="codex, opencode, gemini: the harness's config dir (default: "
+        help="codex, opencode, gemini: the harness's config dir, which must exist (default: "
         + "; ".join(f"{name}: {where}" for name, (_module, _what, where) in CONFIG_DIR_HARNESSES.items())
         + ")",
     )
@@ -65,12 +68,22 @@ def main(args: list[str]) -> int:
         module, what, _where = CONFIG_DIR_HARNESSES[options.harness]
         config_dir = Path(options.config_dir).expanduser() if options.config_dir else module.default_config_dir()
         target = Target(config_dir, module.install, module.uninstall, what)
+        given = ("--config-dir", config_dir) if options.config_dir else None
     elif options.harness == "pi":
         agent_dir = Path(options.agent_dir).expanduser() if options.agent_dir else pi_extension.default_agent_dir()
         target = Target(agent_dir, pi_extension.install, pi_extension.uninstall, "palazzo's pi extension")
+        given = ("--agent-dir", agent_dir) if options.agent_dir else None
     else:
         path = Path(options.settings).expanduser() if options.settings else claude_settings.default_settings_path()
         target = Target(path, claude_settings.install, claude_settings.uninstall, "palazzo hooks")
+        # A project's first settings file: its .claude dir is made with it, as Claude Code would.
+        folder = path.parent.parent if path.parent.name == ".claude" else path.parent
+        given = ("--settings", folder) if options.settings else None
+    if given is not None and not given[1].is_dir():
+        # A default dir is made on first use (the harness would make it too); a dir the user typed must be there.
+        flag, folder = given
+        sys.stderr.write(f"install-hooks: {flag}: {folder} is not a directory; check the path (nothing was changed)\n")
+        return 1
     return _apply(target, uninstall=options.uninstall)
 
 

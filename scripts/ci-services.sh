@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs and starts what the test suite needs beyond Python: Debian's Chromium and ChromeDriver (the admin
-# browser test), PostgreSQL (the journal and token tests on PostgreSQL), systemd-analyze (the unit check), and
-# Chart.js from the npm registry (the admin overview chart). Idempotent; run as root on a fresh Debian machine.
+# browser test), PostgreSQL (the journal and token tests on PostgreSQL) and systemd-analyze (the unit check).
+# Idempotent; run as root on a fresh Debian machine.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -46,9 +46,4 @@ if [ "$(id -u)" -eq 0 ]; then
     || su postgres -c "createdb -p $port -O $PG_USER $PG_DB"
   mkdir -p "$ROOT/.tools"
   echo "postgres://$PG_USER:$PG_PASSWORD@127.0.0.1:$port/$PG_DB" >"$ROOT/.tools/pg-url"
-fi
-
-# Chart.js for the admin overview, from the npm registry into node_modules/ (gitignored), pinned by package-lock.json.
-if [ ! -f "$ROOT/node_modules/chart.js/package.json" ]; then
-  (cd "$ROOT" && npm ci --silent --no-audit --no-fund >&2)
 fi

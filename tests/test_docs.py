@@ -3,9 +3,9 @@
 The pages are README.md, CHANGELOG.md and docs/*.md. A link is checked against the file tree (and, with a
 `#fragment`, against the target page's headings, slugged as GitHub slugs them); a command is checked when it
 stands in code (an inline code span or a code block) in command position: `make <target>...` against the
-Makefile's targets, `palazzo <command>` against what the console script runs (every management command, a
-dash for an underscore, plus its own `hook` and `install-hooks`), `manage.py <command>` against the
-management commands as named.
+Makefile's targets, `palazzo <command>` against what the console script runs in the one spelling it lists
+(palazzo_site.cli: no deprecated alias, no underscore form, none of Django's own commands but the two it
+lists), `manage.py <command>` against the management commands as named.
 """
 
 from __future__ import annotations
@@ -23,13 +23,11 @@ from django.core.management import get_commands
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from palazzo_site.cli import DEPRECATED_ALIASES, known_commands
 from palazzo_site.environment import read_environment
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# palazzo_site/cli.py runs these itself, on the standard library, before it hands anything to Django; they are
-# not management commands, and their names take no underscore form.
-CONSOLE_SCRIPT_OWN_COMMANDS = frozenset({"hook", "install-hooks", "holder"})
 # What a shell line may put before the command it runs.
 _COMMAND_PREFIXES = frozenset({"sudo", "env", "exec", "time", "nohup", "$"})
 _SEGMENT_BREAKS = frozenset({"|", "||", "&&", ";", "--", "&"})
@@ -155,9 +153,9 @@ def management_commands() -> set[str]:
     return set(get_commands())
 
 
-def console_script_commands(management: set[str]) -> set[str]:
-    """What `palazzo <command>` runs: its own commands, and every management command with dashes or underscores."""
-    return set(CONSOLE_SCRIPT_OWN_COMMANDS) | management | {name.replace("_", "-") for name in management}
+def console_script_commands() -> set[str]:
+    """What the documentation may name after `palazzo`: each command the console script runs, as it spells it."""
+    return (known_commands() - set(DEPRECATED_ALIASES)) | {"help"}
 
 
 def _anchor_problem(page: Path, target: Path, fragment: str, anchors: Callable[[Path], set[str]]) -> str | None:
@@ -200,7 +198,7 @@ def command_problems(root: Path) -> list[str]:
     management = management_commands()
     known = {
         "make": make_targets(root / "Makefile"),
-        "palazzo": console_script_commands(management),
+        "palazzo": console_script_commands(),
         "manage.py": management,
     }
     problems: list[str] = []
@@ -298,9 +296,10 @@ def test_it_reads_the_command_a_line_runs(code: str, expected: list[Command]) ->
 
 
 def test_it_accepts_what_the_console_script_runs() -> None:
-    commands = console_script_commands(management_commands())
-    assert {"hook", "install-hooks", "feed", "import-qdrant", "import_qdrant", "bench-retrieval", "migrate"} <= commands
-    assert "install_hooks" not in commands  # the console script dispatches its own commands by their dashed name
+    commands = console_script_commands()
+    assert {"hook", "install-hooks", "feed", "import", "bench-retrieval", "migrate", "createsuperuser"} <= commands
+    # One spelling in the documentation: the dashed name, never a deprecated alias or a Django internal.
+    assert not {"install_hooks", "import_qdrant", "import-qdrant", "bench_retrieval", "startproject"} & commands
 
 
 @pytest.fixture

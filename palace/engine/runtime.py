@@ -14,6 +14,7 @@ from palace.engine.embedding import PalaceEmbedder
 from palace.engine.handle import Palace
 from palace.engine.points import wait_for_background_embedding
 from palace.errors import EmbedderUnavailable
+from palace.schema.vocabulary import forget_vocabulary
 from palace.store.base import CollectionIdentity, VectorStore
 
 __all__ = ["Palace", "build_embedder", "build_store", "close_palace", "get_embedder", "get_palace"]
@@ -105,6 +106,7 @@ def close_palace() -> None:
     """Close the palace of this process (tests, shutdown)."""
     global _palace
     wait_for_background_embedding()  # its last pass writes to the store about to close
+    forget_vocabulary()  # the next palace (a test's, a restored one) may record another
     with _lock:
         if _palace is not None:
             _palace.close()

@@ -38,6 +38,7 @@ STARTUP_TIMEOUT_SECONDS = 30
 # (palazzo_site/environment.py, plus the holder's runtime dir), so runmcp serves the palace the hooks feed.
 FORWARDED_ENVIRONMENT = (
     "PALAZZO_DATA_DIR",
+    "XDG_DATA_HOME",  # the default data dir's base
     "PALAZZO_URL",
     "PALAZZO_TOKEN",
     "PALAZZO_REMOTE_TIMEOUT",
@@ -61,6 +62,7 @@ FORWARDED_ENVIRONMENT = (
     "PALAZZO_CATEGORIES",
     "PALAZZO_WINGS",
     "PALAZZO_HALLS",
+    "PALAZZO_VOCABULARY",
     "PALAZZO_FEED_WING",
     "PALAZZO_FEED_HALL",
     "PALAZZO_FEED_CATEGORY",

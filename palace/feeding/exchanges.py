@@ -1,11 +1,11 @@
 """Feeding: harness transcripts become memories through the normal write path, idempotently.
 
 One memory per exchange (split at turn boundaries past 32 KB) with the turn's timestamp, the
-harness session, the project as room and the transcript as source_file; wing, hall and category
-from PALAZZO_FEED_*. Every write goes through services.store_batch or services.supersede, so
-validation, the duplicate check and the journal apply. FedTranscript/FedExchange remember what each
-exchange's memory is and the hash of its text: an exchange fed before with the same text stores
-nothing, one whose text grew (it was still being written) is superseded by its longer text.
+harness session, the project as room (or the room `feed --room` names) and the transcript as
+source_file; wing, hall and category from PALAZZO_FEED_*. Every write goes through services.store_batch
+or services.supersede, so validation, the duplicate check and the journal apply. FedTranscript/FedExchange
+remember what each exchange's memory is and the hash of its text: an exchange fed before with the same
+text stores nothing, one whose text grew (it was still being written) is superseded by its longer text.
 Writes go in batches of FEED_BATCH exchanges, each one embedding pass and one short hold of the
 write lock, so finds keep answering while a large transcript is fed.
 """
@@ -20,11 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from palace.errors import InvalidInput, PalaceError, StoreLocked
 from palace.feeding.transcripts import Transcript, exchange_texts, project_name
 from palace.models import FedExchange, FedTranscript
+from palace.schema.forms import RoomField
 from palace.writes import services
 
 logger = logging.getLogger(__name__)
@@ -107,6 +109,14 @@ class FeedReport:
         return sums
 
 
+def checked_room(room: str) -> str:
+    """A room given for fed sessions (`feed --room`), checked and canonical like any memory's room."""
+    try:
+        return str(RoomField().clean(room))
+    except ValidationError as exc:
+        raise InvalidInput.single("room", " ".join(exc.messages)) from None
+
+
 @dataclass(frozen=True)
 class Destination:
     """Where fed memories are filed and who wrote them."""
@@ -116,10 +126,13 @@ class Destination:
     category: str
     device: str
     added_by: str
+    room: str | None = None  # every session's room; None: the project's name, from the session's cwd
 
     @classmethod
-    def configured(cls, *, harness: str, device: str | None = None, token_identity: str | None = None) -> Destination:
-        """The PALAZZO_FEED_* defaults, stamped for this harness and device."""
+    def configured(
+        cls, *, harness: str, device: str | None = None, token_identity: str | None = None, room: str | None = None
+    ) -> Destination:
+        """The PALAZZO_FEED_* defaults, stamped for this harness and device; room, when given, for every session."""
         env = settings.PALAZZO
         device = device or env.device
         return cls(
@@ -128,6 +141,7 @@ class Destination:
             category=env.feed_category,
             device=device,
             added_by=writer(harness=harness, device=device, token_identity=token_identity),
+            room=checked_room(room) if room is not None else None,
         )
 
 
@@ -176,7 +190,7 @@ def feed_transcript(
 ) -> FeedReport:
     """Feed a parsed transcript and its subagents; safe to repeat (already fed exchanges store nothing)."""
     session = _fit(transcript.session_id, MAX_TAG_CHARS) if transcript.session_id else None
-    room = project_name(transcript.cwd or (parent.cwd if parent else None))
+    room = destination.room or project_name(transcript.cwd or (parent.cwd if parent else None))
     report = FeedReport(harness=transcript.harness, path=str(transcript.path), session=session, room=room)
     report.exchanges = len(transcript.exchanges)
     if not transcript.worth_keeping:

@@ -40,7 +40,7 @@ WATCH_AFTER_SECONDS = 2.0
 
 def feed_job(job: spool.Job, *, should_stop: Callable[[], bool] | None = None) -> FeedReport:
     """Parse one spooled transcript and feed it; an unreadable file is a failed report."""
-    destination = Destination.configured(harness=job.harness)
+    destination = Destination.configured(harness=job.harness, room=job.room)
     try:
         transcript = parse_transcript(Path(job.path), job.harness)
     except (TranscriptError, OSError) as exc:

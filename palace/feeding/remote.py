@@ -74,8 +74,15 @@ def _chunks(items: Sequence[Exchange], size: int) -> Iterable[Sequence[Exchange]
         yield items[start : start + size]
 
 
-def feed_one(transcript: Transcript, *, final: bool, dry_run: bool, parent: Transcript | None = None) -> FeedReport:
-    """Send one parsed transcript (and its subagents) to the remote palace."""
+def feed_one(
+    transcript: Transcript,
+    *,
+    final: bool,
+    dry_run: bool,
+    parent: Transcript | None = None,
+    room: str | None = None,
+) -> FeedReport:
+    """Send one parsed transcript (and its subagents) to the remote palace; room, when given, files it there."""
     report = FeedReport(harness=transcript.harness, path=str(transcript.path), session=transcript.session_id, room="")
     report.exchanges = len(transcript.exchanges)
     if not transcript.worth_keeping:
@@ -100,6 +107,7 @@ def feed_one(transcript: Transcript, *, final: bool, dry_run: bool, parent: Tran
                 "device": settings.PALAZZO.device,
                 "final": final,
                 "dry_run": dry_run,
+                "room": room,
                 "transcript": described | {"exchanges": [_exchange_json(exchange) for exchange in chunk]},
             }
         )
@@ -117,17 +125,19 @@ def feed_one(transcript: Transcript, *, final: bool, dry_run: bool, parent: Tran
     elif not (report.stored or report.superseded or report.duplicates):
         report.status = "unchanged"
     for subagent in transcript.subagents:
-        report.subagents.append(feed_one(subagent, final=final, dry_run=dry_run, parent=transcript))
+        report.subagents.append(feed_one(subagent, final=final, dry_run=dry_run, parent=transcript, room=room))
     return report
 
 
-def feed_remote(found: Sequence[tuple[str, Path]], *, dry_run: bool, progress: Any) -> list[FeedReport]:
-    """`palazzo feed` against PALAZZO_URL: every transcript as an ended session."""
+def feed_remote(
+    found: Sequence[tuple[str, Path]], *, dry_run: bool, progress: Any, room: str | None = None
+) -> list[FeedReport]:
+    """`palazzo feed` against PALAZZO_URL: every transcript as an ended session (all in room, when given)."""
     reports = []
     with progress as bar:
         for harness, path in found:
             try:
-                reports.append(feed_one(parse_transcript(path, harness), final=True, dry_run=dry_run))
+                reports.append(feed_one(parse_transcript(path, harness), final=True, dry_run=dry_run, room=room))
             except (TranscriptError, OSError) as exc:
                 reports.append(FeedReport.failure(harness=harness, path=str(path), session=None, reason=str(exc)))
             bar.update(1)
@@ -156,7 +166,7 @@ def drain_remote(data_dir: Path) -> list[FeedReport]:
                 )
                 continue
             try:
-                reports.append(feed_one(transcript, final=job.final, dry_run=False))
+                reports.append(feed_one(transcript, final=job.final, dry_run=False, room=job.room))
             except RemoteUnavailable as exc:
                 spool.give_back(working, failed=True)
                 spool.record_remote_error(data_dir, str(exc))

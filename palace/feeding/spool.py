@@ -61,6 +61,7 @@ class Job:
     event: str | None = None
     final: bool = False  # the session ended: its incomplete last exchange is fed too
     queued_at: float = 0.0
+    room: str | None = None  # `feed --room`: the room instead of the project's name
 
     @property
     def key(self) -> str:

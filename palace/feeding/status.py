@@ -29,6 +29,11 @@ def _moment(value: Any) -> str | None:
     return value.strftime("%Y-%m-%dT%H:%M:%SZ") if value is not None else None
 
 
+def _failure_text(path: str, error: str) -> str:
+    """'transcript: reason', the transcript named once (a reader's error names it already)."""
+    return error if error.startswith(f"{path}: ") else f"{path}: {error}"
+
+
 def feeding_status() -> dict[str, Any]:
     """Per harness and device, and what waits in this data dir's spool."""
     sources = []
@@ -57,7 +62,7 @@ def feeding_status() -> dict[str, Any]:
             exchanges=row["exchanges_total"] or 0,
             memories=row["memories"] or 0,
             last_fed_at=_moment(row["last_fed_at"]),
-            last_error=f"{failure['path']}: {failure['last_error']}" if failure else None,
+            last_error=_failure_text(failure["path"], failure["last_error"]) if failure else None,
             last_error_at=_moment(failure["last_error_at"]) if failure else None,
         )
         sources.append(source.model_dump())

@@ -57,13 +57,13 @@ def insecure_start_problem(bind: str) -> str | None:
     if settings.PALAZZO.allow_insecure:
         logger.warning(
             "serving on %s, off loopback, with no API token: anyone who can reach it can read and write the "
-            "palace (PALAZZO_ALLOW_INSECURE=1). Create one with `python manage.py token create NAME`.",
+            "palace (PALAZZO_ALLOW_INSECURE=1). Create one with `palazzo token create NAME`.",
             bind,
         )
         return None
     return (
         f"palazzo refuses to serve on {bind}, off loopback, with no API token: anyone on the network could read "
-        "and write the palace. Create a token first (`python manage.py token create NAME`), bind 127.0.0.1, or "
+        "and write the palace. Create a token first (`palazzo token create NAME`), bind 127.0.0.1, or "
         "set PALAZZO_ALLOW_INSECURE=1 to accept the risk."
     )
 

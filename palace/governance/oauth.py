@@ -17,6 +17,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from palace.governance.tokens import TokenIdentity
+from palace.schema.vocabulary import active_vocabulary
 
 READ = "read"
 WRITE = "write"
@@ -51,7 +52,7 @@ def all_scopes() -> dict[str, str]:
         READ: "Read memories (find, recall, browse)",
         WRITE: "Store, correct and delete memories",
     }
-    for wing in settings.PALAZZO.wings:
+    for wing in active_vocabulary().wings:
         scopes[WING_PREFIX + wing] = f"Only the {wing} wing (with the other wings chosen)"
     return scopes
 

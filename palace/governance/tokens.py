@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from palace.errors import InvalidInput, NotFound
 from palace.models import ApiToken
+from palace.schema.vocabulary import active_vocabulary
 
 PREFIX = "pz"
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -84,11 +85,9 @@ def _clean(name: Any, scope: Any, owner: Any) -> tuple[str, str, str]:
 
 
 def _clean_wings(wings: Any) -> list[str]:
-    from django.conf import settings
-
     if wings is None:
         return []
-    allowed = settings.PALAZZO.wings
+    allowed = active_vocabulary().wings
     if not isinstance(wings, (list, tuple)) or not all(isinstance(wing, str) for wing in wings):
         raise InvalidInput.single("wings", "must be a list of wing names")
     chosen = list(dict.fromkeys(wing.strip() for wing in wings if wing.strip()))

@@ -27,7 +27,7 @@ def prepare_database(*, required: bool = True) -> None:
         env = settings.PALAZZO
         raise CommandError(
             f"cannot prepare the database ({exc}); check that the data dir {env.data_dir} (or DATABASE_URL) "
-            "is writable by this user, or run `python manage.py migrate` as its owner"
+            "is writable by this user, or run `palazzo migrate` as its owner"
         ) from None
 
 
@@ -35,7 +35,7 @@ def held_palace_error(exc: StoreLocked) -> CommandError:
     """The refusal every store-writing command gives when a running server holds the embedded palace."""
     return CommandError(
         f"{exc}\nThe palace is held by a running server: send the file to it with "
-        f"`python manage.py ingest --file FILE --url http://{settings.PALAZZO.bind}`, "
+        f"`palazzo ingest --file FILE --url http://{settings.PALAZZO.bind}`, "
         "or stop the server and run this again.",
         returncode=2,
     )

@@ -2,14 +2,19 @@
 
 Each source reader turns a file (or folder) into records: a memory item for the normal store path
 (redaction, validation, the duplicate rule, the journal), or the reason one source record cannot be
-one. Every record keeps its own time; what does not map onto the palace schema (tags, entity types,
-relations, ids) goes into the text or `source_file`, never dropped. A record that names its writer keeps
-it as `added_by`; the others are stamped `import:<source>`. Re-running an import stores nothing: the
-same texts are duplicates. Formats were read from each project's own code and documentation:
+one. A source is read and validated whole before anything is stored: one bad record refuses the file
+(ImportRefused names each, by line and column where it is not JSON) unless skip_bad stores the others.
+Every memory an import stores carries the import's id (`import_id`), and undo_import removes exactly
+those, journaled like any delete. Every record keeps its own time; what does not map onto the palace
+schema (tags, entity types, relations, ids) goes into the text or `source_file`, never dropped. A record
+that names its writer keeps it as `added_by`; the others are stamped `import:<source>`. Re-running an
+import stores nothing: the same texts are duplicates. Formats were read from each project's own code
+and documentation:
 
 - memory-json: the official MCP memory server (@modelcontextprotocol/server-memory): JSON lines of
   {"type": "entity", "name", "entityType", "observations": [...]} and
-  {"type": "relation", "from", "to", "relationType"}; one memory per entity, its relations in its text.
+  {"type": "relation", "from", "to", "relationType"}; one memory per entity and one per relation, filed
+  by entityType and exported back as they came (palace.operations.memory_graph).
 - basic-memory: a folder of Markdown notes with YAML-ish front matter (title, type, tags, permalink),
   `- [category] text #tag` observations and `- relation [[Target]]` relations; one memory per note.
 - mempalace: its export folder: export-manifest.json and <wing>/<room>.jsonl lines of
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -35,14 +41,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
-
-from palace.errors import InvalidInput
+from palace.errors import InvalidInput, PalaceError
 from palace.feeding.transcripts.model import Exchange
 from palace.feeding.transcripts.text import exchange_texts
+from palace.operations import memory_graph
 from palace.operations.ingest import ImportDefaults
-from palace.schema.forms import MemoryForm
+from palace.reads import selectors
+from palace.schema.forms import MAX_DELETE_IDS, MemoryForm
 from palace.schema.timefmt import format_rfc3339, parse_rfc3339
+from palace.schema.vocabulary import active_vocabulary
 from palace.writes import services
 
 SOURCES = (
@@ -59,10 +66,31 @@ BATCH = 64
 # A source file larger than this is refused whole (every reader holds one file in memory).
 MAX_FILE_BYTES = 512 * 1024 * 1024
 MAX_TEXT_CHARS = 32 * 1024
+SHOWN_REFUSALS = 20
+_IMPORT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
 
 
 class ImportProblem(InvalidInput):
     """The source cannot be read at all (a missing path, a file that is not the format)."""
+
+
+class ImportRefused(ImportProblem):
+    """The source has bad records and skip_bad was not given: nothing was stored."""
+
+    def __init__(self, path: Path, bad: list[Record]) -> None:
+        super().__init__({record.ref: [record.error or "cannot be read"] for record in bad})
+        self.bad = bad
+        shown = "; ".join(f"{record.ref}: {record.error}" for record in bad[:SHOWN_REFUSALS])
+        more = f"; and {len(bad) - SHOWN_REFUSALS} more" if len(bad) > SHOWN_REFUSALS else ""
+        self.args = (
+            f"{path}: {len(bad)} bad record{'s' if len(bad) != 1 else ''}, nothing stored "
+            f"(correct them, or pass --skip-bad to store the others): {shown}{more}",
+        )
+
+
+def new_import_id() -> str:
+    """A fresh import id: when it started (UTC) and a random tail, e.g. imp-20261204T235740Z-3fa9c1."""
+    return f"imp-{datetime.now(tz=UTC).strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(3)}"
 
 
 @dataclass
@@ -77,13 +105,14 @@ class Record:
 
 @dataclass
 class Outcome:
-    """What happened to one record: stored, duplicate (already in the palace), would-store, failed."""
+    """What happened to one record: stored, duplicate (already in the palace; in a dry run too), would-store, failed."""
 
     ref: str
     status: str
     id: int | None = None
     error: str | None = None
     memory: dict[str, Any] | None = field(default=None, repr=False)
+    import_id: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready (the memory itself only in a dry run)."""
@@ -123,7 +152,7 @@ def _clip(text: str) -> str:
 
 def _filed(source: str, defaults: ImportDefaults, named: dict[str, Any]) -> dict[str, Any]:
     """category/wing/room/hall: the record's own where its vocabulary allows it, else the defaults."""
-    env = settings.PALAZZO
+    env = active_vocabulary()
     filing: dict[str, Any] = {}
     for key, allowed in (("category", env.categories), ("wing", env.wings), ("hall", env.halls)):
         own = named.get(key)
@@ -138,14 +167,22 @@ def _read_json(path: Path) -> Any:
         raise ImportProblem.single("path", f"{path} is not a file")
     if path.stat().st_size > MAX_FILE_BYTES:
         raise ImportProblem.single("path", f"{path} is larger than {MAX_FILE_BYTES} bytes")
+    raw = path.read_bytes()
     try:
-        return json.loads(path.read_bytes().decode("utf-8", errors="replace"))
+        return json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise ImportProblem.single("path", f"{path}: line {line}, byte {column}: not UTF-8") from None
+    except json.JSONDecodeError as exc:
+        where = f"line {exc.lineno}, column {exc.colno}"
+        raise ImportProblem.single("path", f"{path}: {where}: not JSON: {exc.msg}") from None
     except (ValueError, RecursionError) as exc:
         raise ImportProblem.single("path", f"{path} is not JSON ({type(exc).__name__}: {str(exc)[:120]})") from None
 
 
-def _json_lines(path: Path) -> Iterator[tuple[int, Any, str | None]]:
-    """(line number, value, error) for every non-blank line of a JSON Lines file."""
+def _json_lines(path: Path) -> Iterator[tuple[str, Any, str | None]]:
+    """(ref, value, error) for every non-blank line of a JSON Lines file; ref names the line (and column)."""
     if not path.is_file():
         raise ImportProblem.single("path", f"{path} is not a file")
     with path.open("rb") as handle:
@@ -153,12 +190,19 @@ def _json_lines(path: Path) -> Iterator[tuple[int, Any, str | None]]:
             if not raw.strip():
                 continue
             if len(raw) > MAX_TEXT_CHARS * 8:
-                yield number, None, f"line is longer than {MAX_TEXT_CHARS * 8} bytes"
+                yield f"line {number}", None, f"line is longer than {MAX_TEXT_CHARS * 8} bytes"
                 continue
             try:
-                yield number, json.loads(raw.decode("utf-8", errors="replace")), None
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                yield f"line {number}, byte {exc.start + 1}", None, "not UTF-8"
+                continue
+            try:
+                yield f"line {number}", json.loads(text), None
+            except json.JSONDecodeError as exc:
+                yield f"line {number}, column {exc.colno}", None, f"not JSON: {exc.msg}"
             except (ValueError, RecursionError) as exc:
-                yield number, None, f"not JSON ({type(exc).__name__})"
+                yield f"line {number}", None, f"not JSON ({type(exc).__name__})"
 
 
 def _object(value: Any) -> dict[str, Any]:
@@ -183,42 +227,75 @@ def _strings(value: Any) -> list[str]:
 # --- memory-json (the official MCP memory server) --------------------------------------------------
 
 
+def _entity_problem(value: dict[str, Any]) -> str | None:
+    name, kind, observations = value.get("name"), value.get("entityType", ""), value.get("observations", [])
+    if not isinstance(name, str) or not name.strip():
+        return "name: must be a non-empty string"
+    if not isinstance(kind, str):
+        return "entityType: must be a string"
+    if not isinstance(observations, list):
+        return "observations: must be a list of strings"
+    for index, observation in enumerate(observations):
+        if not isinstance(observation, str):
+            return f"observations[{index}]: must be a string"
+    return None
+
+
 def read_memory_json(path: Path, defaults: ImportDefaults) -> Iterator[Record]:
-    """One memory per entity: its name, type and observations, then the relations it takes part in."""
+    """One memory per entity (name, type, observations; filed by its entityType) and one per relation."""
     entities: dict[str, dict[str, Any]] = {}
-    relations: list[tuple[str, str, str]] = []
-    for number, value, error in _json_lines(path):
-        ref = f"line {number}"
+    relations: dict[tuple[str, str, str], str] = {}
+    refused: list[Record] = []
+    for ref, value, error in _json_lines(path):
         refusal = _refusal(value, error)
         if refusal is not None:
-            yield Record(ref, error=refusal)
+            refused.append(Record(ref, error=refusal))
         elif value.get("type") == "entity":
-            name = value.get("name")
-            if not isinstance(name, str) or not name.strip():
-                yield Record(ref, error="name: must be a non-empty string")
+            problem = _entity_problem(value)
+            if problem is not None:
+                refused.append(Record(ref, error=problem))
                 continue
-            entry = entities.setdefault(name, {"ref": ref, "types": [], "observations": []})
-            if isinstance(value.get("entityType"), str):
-                entry["types"].append(value["entityType"])
-            entry["observations"] += _strings(value.get("observations"))
+            entry = entities.setdefault(
+                value["name"], {"ref": ref, "type": value.get("entityType", ""), "observations": []}
+            )
+            entry["observations"] += value.get("observations", [])
         elif value.get("type") == "relation":
-            ends = [value.get(key) for key in ("from", "to", "relationType")]
-            if not all(isinstance(end, str) and end.strip() for end in ends):
-                yield Record(ref, error="from, to and relationType must be non-empty strings")
+            subject, verb, target = (value.get(key) for key in ("from", "relationType", "to"))
+            if not all(isinstance(end, str) and end.strip() for end in (subject, verb, target)):
+                refused.append(Record(ref, error="from, to and relationType: must be non-empty strings"))
                 continue
-            relations.append((str(ends[0]), str(ends[2]), str(ends[1])))
+            relations.setdefault((str(subject), str(verb), str(target)), ref)
         else:
-            yield Record(ref, error="type: must be entity or relation")
+            refused.append(Record(ref, error="type: must be entity or relation"))
+    yield from refused
+    vocabulary = active_vocabulary()
+    where = {"wing": _filed("memory-graph", defaults, {})["wing"], "room": defaults.room or "memory-graph"}
     for name, entry in entities.items():
-        lines = [f"{name} ({', '.join(dict.fromkeys(entry['types'])) or 'entity'})"]
-        lines += [f"- {observation}" for observation in entry["observations"]]
-        lines += [f"{subject} {verb} {target}" for subject, verb, target in relations if name in (subject, target)]
-        item = {"text": _clip("\n".join(lines)), "source_file": f"memory.json entity {name}"[:1024]}
-        yield Record(entry["ref"], item=item | _filed("memory-graph", defaults, {}))
-    for subject, verb, target in relations:
-        if subject not in entities and target not in entities:  # a relation between entities the file lacks
-            item = {"text": f"{subject} {verb} {target}", "source_file": "memory.json relation"}
-            yield Record(f"relation {subject} {verb} {target}", item=item | _filed("memory-graph", defaults, {}))
+        category, hall = memory_graph.filing_for(
+            entry["type"],
+            categories=vocabulary.categories,
+            halls=vocabulary.halls,
+            category=defaults.category,
+            hall=defaults.hall,
+        )
+        item = {
+            "text": memory_graph.entity_text(name, entry["type"], entry["observations"]),
+            "source_file": memory_graph.entity_stamp(name, entry["type"]),
+            "category": category,
+            "hall": hall,
+        }
+        yield Record(entry["ref"], item=item | where)
+    for (subject, verb, target), ref in relations.items():
+        category, hall = memory_graph.filing_for(
+            "", categories=vocabulary.categories, halls=vocabulary.halls, category=defaults.category, hall=defaults.hall
+        )
+        item = {
+            "text": memory_graph.relation_text(subject, verb, target),
+            "source_file": memory_graph.relation_stamp(subject, verb, target),
+            "category": category,
+            "hall": hall,
+        }
+        yield Record(ref, item=item | where)
 
 
 # --- basic-memory --------------------------------------------------------------------------------------
@@ -274,8 +351,8 @@ def read_mempalace(path: Path, defaults: ImportDefaults) -> Iterator[Record]:
     for file in files:
         base = path if path.is_dir() else file.parent
         wing_dir = file.parent.name if path.is_dir() and file.parent != path else None
-        for number, value, error in _json_lines(file):
-            ref = f"{file.relative_to(base)}:{number}"
+        for line, value, error in _json_lines(file):
+            ref = f"{file.relative_to(base)} {line}"
             refusal = _refusal(value, error, "document")
             if refusal is not None:
                 yield Record(ref, error=refusal)
@@ -314,8 +391,7 @@ def _record_list(value: Any, keys: tuple[str, ...]) -> list[Any] | None:
 def _records_of(path: Path, keys: tuple[str, ...]) -> Iterator[tuple[str, Any, str | None]]:
     """A JSON list (or an object holding one under keys), else JSON lines: (ref, value, error)."""
     if path.suffix == ".jsonl":
-        for number, value, error in _json_lines(path):
-            yield f"line {number}", value, error
+        yield from _json_lines(path)
         return
     listed = _record_list(_read_json(path), keys)
     if listed is None:
@@ -373,7 +449,7 @@ def read_mcp_memory_service(path: Path, defaults: ImportDefaults) -> Iterator[Re
             "timestamp": _time(value.get("created_at_iso") or value.get("created_at")),
             "source_file": f"mcp-memory-service {value.get('content_hash') or ref}"[:1024],
         }
-        env = settings.PALAZZO
+        env = active_vocabulary()
         named = {"category": next((tag for tag in tags if tag in env.categories), None)}
         named["hall"] = next((tag for tag in tags if tag in env.halls), None)
         yield Record(ref, item=item | _filed("mcp-memory-service", defaults, named))
@@ -515,45 +591,110 @@ def _checked(record: Record) -> Record:
 
 
 def import_records(
-    *, source: str, path: Path, defaults: ImportDefaults | None = None, dry_run: bool = False, added_by: str = ""
+    *,
+    source: str,
+    path: Path,
+    defaults: ImportDefaults | None = None,
+    dry_run: bool = False,
+    added_by: str = "",
+    skip_bad: bool = False,
+    import_id: str | None = None,
 ) -> Iterator[Outcome]:
-    """Map a source's records and store them in batches (or, in a dry run, only validate them), one outcome each.
+    """Read and validate a source whole, then store its records in batches (a dry run only lists them).
 
-    Raises ImportProblem before anything is stored when the source cannot be read at all.
+    Raises ImportProblem before anything is stored when the source cannot be read, and ImportRefused
+    when a record is bad and skip_bad is false. Every memory stored carries import_id (a new one when
+    None); a failure while storing removes what this import had stored before it raises.
     """
     if source not in READERS:
         raise InvalidInput.single("source", f"{source!r} is not one of {', '.join(READERS)}")
-    reader = READERS[source](path, defaults or ImportDefaults())
-    window: list[Record] = []  # outcomes come in source order: failures wait for the batch around them
-    for record in reader:
-        window.append(_checked(record))
-        if sum(1 for held in window if held.item is not None) == BATCH:
-            yield from _settle(window, source, added_by, dry_run)
-            window = []
-    yield from _settle(window, source, added_by, dry_run)
+    records = [_checked(record) for record in READERS[source](path, defaults or ImportDefaults())]
+    bad = [record for record in records if record.item is None]
+    if bad and not skip_bad and not dry_run:
+        raise ImportRefused(path, bad)
+    stamp = import_id or new_import_id()
+    try:
+        for start in range(0, len(records), BATCH):
+            for outcome in _settle(records[start : start + BATCH], source, added_by, dry_run, stamp):
+                if outcome.status == "failed" and not skip_bad and not dry_run:
+                    raise ImportProblem.single(outcome.ref, outcome.error or "was refused by the store")
+                yield outcome
+    except PalaceError as exc:
+        if dry_run:
+            raise
+        try:
+            removed = undo_import(import_id=stamp, added_by=added_by or f"import:{source}")["deleted"]
+        except InvalidInput:  # no memory carries the id: nothing was stored
+            removed = 0
+        except PalaceError:
+            raise ImportProblem.single(
+                "import", f"stopped ({exc}); remove what it stored with `palazzo import --undo {stamp}`"
+            ) from exc
+        raise ImportProblem.single(
+            "import", f"stopped, nothing kept ({removed} stored memories removed): {exc}"
+        ) from exc
 
 
-def _settle(records: list[Record], source: str, added_by: str, dry_run: bool) -> Iterator[Outcome]:
+def _settle(records: list[Record], source: str, added_by: str, dry_run: bool, import_id: str) -> Iterator[Outcome]:
     """Outcomes for these records in order: one store_batch per writer among the valid ones."""
     outcomes: dict[int, Outcome] = {}
     by_writer: dict[str, list[int]] = {}
+    valid = [record.item["text"] for record in records if record.item is not None]
+    held = selectors.held_texts(texts=valid) if dry_run and valid else {}
     for index, record in enumerate(records):
         if record.item is None:
             outcomes[index] = Outcome(record.ref, "failed", error=record.error)
+        elif dry_run and record.item["text"] in held:
+            outcomes[index] = Outcome(record.ref, "duplicate", id=held[record.item["text"]], memory=record.item)
         elif dry_run:
             outcomes[index] = Outcome(record.ref, "would-store", memory=record.item)
         else:
             by_writer.setdefault(record.writer or added_by or f"import:{source}", []).append(index)
     for writer, indexes in by_writer.items():
-        result = services.store_batch(items=[records[index].item for index in indexes], added_by=writer)
+        result = services.store_batch(
+            items=[records[index].item for index in indexes], added_by=writer, import_id=import_id
+        )
         for index, outcome in zip(indexes, result["items"]):
             ref = records[index].ref
             if outcome["status"] == "failed":
                 outcomes[index] = Outcome(ref, "failed", error=outcome["error"])
             else:
-                outcomes[index] = Outcome(ref, outcome["status"], id=outcome["memory"]["id"])
+                stamp = import_id if outcome["status"] == "stored" else None
+                outcomes[index] = Outcome(ref, outcome["status"], id=outcome["memory"]["id"], import_id=stamp)
     for index in range(len(records)):
         yield outcomes[index]
+
+
+def undo_import(*, import_id: Any, added_by: str = "") -> dict[str, Any]:
+    """Delete every memory an import stored (journaled, the reason naming the import); again, it deletes nothing.
+
+    InvalidInput when no import of that id ever stored anything in this palace.
+    """
+    if not isinstance(import_id, str) or not _IMPORT_ID.match(import_id):
+        raise InvalidInput.single("import_id", f"{import_id!r} is not an import id (an import reports it, e.g. imp-…)")
+    ids = selectors.import_memory_ids(import_id=import_id)
+    if not ids and not selectors.import_was_journaled(import_id=import_id):
+        raise InvalidInput.single("import_id", f"{import_id}: no import with this id stored anything in this palace")
+    deleted = 0
+    for start in range(0, len(ids), MAX_DELETE_IDS):
+        result = services.delete(
+            ids=ids[start : start + MAX_DELETE_IDS],
+            reason=f"undo import {import_id}",
+            confirm=True,
+            added_by=added_by or "import --undo",
+        )
+        deleted += result["counts"]["deleted"]
+    return {"import_id": import_id, "deleted": deleted, "ids": ids}
+
+
+def dry_run_line(ref: str, memory: dict[str, Any], held_by: int | None = None) -> str:
+    """One line of a dry run: the record, where it would be filed (or the memory already holding it), its opening."""
+    where = "/".join(str(memory.get(key) or "-") for key in ("wing", "room", "hall"))
+    opening = " ".join(str(memory.get("text") or "").split())
+    opening = opening if len(opening) <= 60 else opening[:59] + "…"
+    if held_by is not None:
+        return f"already held {ref} (memory {held_by}): {opening}"
+    return f"would store {ref}: {where} category={memory.get('category')}: {opening}"
 
 
 def summary(outcomes: list[Outcome]) -> dict[str, int]:

@@ -31,6 +31,7 @@ from palace.schema.forms import (
 )
 from palace.schema.memories import FIELDS, MEMORY_FIELDS, RESTORE_FIELDS, STORED_FIELDS, Kind, public_memory
 from palace.schema.timefmt import format_rfc3339, utc_now
+from palace.schema.vocabulary import active_vocabulary
 from palace.store.base import MemoryFilter
 from palace.writes import services
 
@@ -219,8 +220,11 @@ def ingest_chunk(
     added_by: str = "",
     keep_added_by: bool = False,
     wings: Wings = None,
+    import_id: str = "",
 ) -> list[dict[str, Any]]:
     """Store one chunk (<= 256 lines): restores for lines with ids, then one store_batch for the rest.
+
+    import_id (`palazzo import qdrant` only) is stamped on every memory the chunk stores or restores.
 
     A restore line keeps its own added_by only with keep_added_by (the local operator's CLI); otherwise the
     writer's stamp replaces it, so no client can file memories under another writer's name.
@@ -237,6 +241,8 @@ def ingest_chunk(
                 refuse_outside(record["wing"], wings)
                 if not keep_added_by:
                     record["added_by"] = writer_stamp(added_by) or None
+                if import_id:
+                    record["import_id"] = import_id
                 restores.append((line.number, record))
             except InvalidInput as exc:
                 error = redaction.scrub_message(str(exc))
@@ -251,7 +257,11 @@ def ingest_chunk(
             results[number] = _result(number, outcome)
     if stores:
         batch = services.store_batch(
-            items=[item for _, item in stores], skip_duplicates=skip_duplicates, added_by=added_by, wings=wings
+            items=[item for _, item in stores],
+            skip_duplicates=skip_duplicates,
+            added_by=added_by,
+            import_id=import_id,
+            wings=wings,
         )
         for (number, _), outcome in zip(stores, batch["items"]):
             results[number] = _result(number, outcome)
@@ -304,6 +314,7 @@ def _run(
     added_by: str,
     keep_added_by: bool = False,
     wings: Wings = None,
+    import_id: str = "",
 ) -> Iterator[ChunkReport]:
     running = empty_counts()
     redacted: Counter[str] = Counter()
@@ -321,6 +332,7 @@ def _run(
                 added_by=added_by,
                 keep_added_by=keep_added_by,
                 wings=wings,
+                import_id=import_id,
             )
         except PalaceError as exc:
             yield ChunkReport(chunk=number, error=str(exc), running=dict(running), running_redactions=dict(redacted))
@@ -395,8 +407,6 @@ def legacy_item(point_id: int | str, payload: dict[str, Any], defaults: ImportDe
     used. Ids that are not integers >= 1e9 (e.g. UUIDs) cannot be kept: such points get new ids and go
     through the normal store path (dedup by text), without temporal fields.
     """
-    from django.conf import settings
-
     if "document" in payload and "text" not in payload:
         metadata = payload.get("metadata")
         if not isinstance(metadata, dict):
@@ -406,7 +416,7 @@ def legacy_item(point_id: int | str, payload: dict[str, Any], defaults: ImportDe
     else:
         source = dict(payload)
     item: dict[str, Any] = {key: source[key] for key in _LEGACY_FIELDS if source.get(key) not in (None, "")}
-    env = settings.PALAZZO
+    env = active_vocabulary()
     for key, allowed in (("category", env.categories), ("wing", env.wings), ("hall", env.halls)):
         default = getattr(defaults, key)
         if default and item.get(key) not in allowed:
@@ -426,6 +436,20 @@ def legacy_item(point_id: int | str, payload: dict[str, Any], defaults: ImportDe
     return item
 
 
+def _line_problem(line: Line) -> str | None:
+    """Why a line cannot be stored or restored (as the ingest would find it), or None."""
+    if line.error is not None:
+        return line.error
+    try:
+        if line.item.get("id") is not None:
+            _restore_record(line.item)
+        else:
+            MemoryForm({key: value for key, value in line.item.items() if key != "id" and value is not None}).parsed()
+    except InvalidInput as exc:
+        return str(exc)
+    return None
+
+
 def import_qdrant(
     *,
     collection: str,
@@ -435,11 +459,17 @@ def import_qdrant(
     defaults: ImportDefaults | None = None,
     skip_duplicates: bool = False,
     added_by: str = "",
+    skip_bad: bool = False,
+    import_id: str = "",
+    dry_run: bool = False,
 ) -> tuple[int, Iterator[ChunkReport]]:
     """Import a Rust palazzo (or mcp-server-qdrant) collection, re-embedding with the current model.
 
-    Returns the number of points and the chunk reports; each result carries `source_id`, the point's id
-    in the old collection (equal to `id` unless the old id could not be kept).
+    Every point is read and validated before anything is stored: a point that cannot be a memory raises
+    InvalidInput naming each (nothing stored) unless skip_bad. Returns the number of points and the chunk
+    reports; each result carries `source_id`, the point's id in the old collection (equal to `id` unless
+    the old id could not be kept). import_id is stamped on every memory stored. A dry run stores nothing:
+    one report lists every point as would-store (with the memory) or failed (with the reason).
     """
     from palace.store.legacy import count_points, open_client, read_points
 
@@ -448,21 +478,39 @@ def import_qdrant(
     get_palace()
     chosen = defaults or ImportDefaults()
 
+    sources: dict[int, int | str] = {}
+    lines = []
+    try:
+        for number, point in enumerate(read_points(client, collection), start=1):
+            sources[number] = point.id
+            lines.append(Line(number, item=legacy_item(point.id, point.payload, chosen)))
+    finally:
+        client.close()
+    problems = {line.number: problem for line in lines if (problem := _line_problem(line))}
+    if dry_run:
+        planned = [
+            {"line": line.number, "source_id": sources[line.number]}
+            | (
+                {"status": "failed", "error": problems[line.number]}
+                if line.number in problems
+                else {"status": "would-store", "memory": line.item}
+            )
+            for line in lines
+        ]
+        return total, iter([ChunkReport(chunk=1, results=planned)])
+    if problems and not skip_bad:
+        shown = {f"point {sources[number]}": [problem] for number, problem in list(problems.items())[:20]}
+        raise InvalidInput(
+            shown | {"import": [f"{len(problems)} bad points, nothing stored (--skip-bad stores the others)"]}
+        )
+
     def run() -> Iterator[ChunkReport]:
-        sources: dict[int, int | str] = {}
-
-        def lines() -> Iterator[Line]:
-            for number, point in enumerate(read_points(client, collection), start=1):
-                sources[number] = point.id
-                yield Line(number, item=legacy_item(point.id, point.payload, chosen))
-
-        try:
-            # The local operator's command: the source's authors are kept.
-            for report in _run(lines(), skip_duplicates=skip_duplicates, added_by=added_by, keep_added_by=True):
-                for result in report.results:
-                    result["source_id"] = sources.pop(result["line"], None)
-                yield report
-        finally:
-            client.close()
+        # The local operator's command: the source's authors are kept.
+        for report in _run(
+            lines, skip_duplicates=skip_duplicates, added_by=added_by, keep_added_by=True, import_id=import_id
+        ):
+            for result in report.results:
+                result["source_id"] = sources.pop(result["line"], None)
+            yield report
 
     return total, run()

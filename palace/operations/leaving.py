@@ -1,8 +1,9 @@
 """Leaving: a palace written in the formats other tools read (the official MCP memory server, Markdown notes).
 
-`export --format memory-json` writes the knowledge graph of @modelcontextprotocol/server-memory: one
-entity per memory (name `<room>/<id>`, entityType its hall, the text as its first observation and its
-filing as the second) and a `supersedes` relation per correction. `export --format markdown` writes one
+`export --format memory-json` writes the knowledge graph of @modelcontextprotocol/server-memory: what
+`palazzo import memory-json` brought in goes back as the same entities and relations (palace.operations.memory_graph);
+every other memory is an entity named `<room>/<id>` (entityType its hall, the text as its first observation
+and its filing as the second), with a `supersedes` relation per correction. `export --format markdown` writes one
 note per memory, `<wing>/<room>/<id>.md`, with the front matter basic-memory reads (title, type,
 permalink, tags, created) and a Relations section for corrections: readable by a person as it is, and
 importable back with `palazzo import memory-json` / `palazzo import basic-memory`.
@@ -16,6 +17,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from palace.operations import memory_graph
+
 _UNSAFE = re.compile(r"[^\w.-]+")
 
 
@@ -24,30 +27,54 @@ def _entity_name(memory: dict[str, Any]) -> str:
 
 
 def memory_json_lines(memories: Iterable[dict[str, Any]]) -> Iterator[str]:
-    """The memory server's memory.json lines: entities first as they come, then the relations."""
+    """The memory server's memory.json lines: the entities, then the relations.
+
+    A current memory that `palazzo import memory-json` made from an entity or a relation goes back as
+    that entity (same name, type and observations; one entity per name) or relation; every other
+    memory, and a superseded one, is an entity named `<room>/<id>`, linked to its correction by `supersedes`.
+    """
     names: dict[int, str] = {}
+    entities: dict[str, dict[str, Any]] = {}
+    relations: list[dict[str, Any]] = []
     links: list[tuple[int, int]] = []
     for memory in memories:
-        name = names[memory["id"]] = _entity_name(memory)
-        filing = ", ".join(
-            f"{key}: {memory[key]}" for key in ("wing", "room", "hall", "category", "timestamp") if memory.get(key)
-        )
-        entity = {
-            "type": "entity",
-            "name": name,
-            "entityType": memory.get("hall") or "memory",
-            "observations": [memory["text"], f"palazzo {filing}"],
-        }
-        yield json.dumps(entity, ensure_ascii=False) + "\n"
+        current = not memory.get("superseded_by") and not memory.get("valid_until")
+        imported = memory_graph.entity_of(memory) if current else None
+        relation = memory_graph.relation_of(memory) if current else None
+        if relation is not None:
+            relations.append(relation)
+            continue
+        if imported is not None:
+            name = names[memory["id"]] = imported["name"]
+            if name in entities:  # the same entity imported twice (from two files): one entity again
+                entities[name]["observations"] += imported["observations"]
+            else:
+                entities[name] = imported
+        else:
+            name = names[memory["id"]] = _entity_name(memory)
+            filing = ", ".join(
+                f"{key}: {memory[key]}" for key in ("wing", "room", "hall", "category", "timestamp") if memory.get(key)
+            )
+            entities[name] = {
+                "type": "entity",
+                "name": name,
+                "entityType": memory.get("hall") or "memory",
+                "observations": [memory["text"], f"palazzo {filing}"],
+            }
         links += [(memory["id"], older) for older in memory.get("supersedes") or ()]
+    for entity in entities.values():
+        yield json.dumps(entity, ensure_ascii=False) + "\n"
     for newer, older in links:
-        relation = {
-            "type": "relation",
-            "from": names[newer],
-            "to": names.get(older, f"memory/{older}"),
-            "relationType": "supersedes",
-        }
-        yield json.dumps(relation, ensure_ascii=False) + "\n"
+        relations.append(
+            {
+                "type": "relation",
+                "from": names[newer],
+                "to": names.get(older, f"memory/{older}"),
+                "relationType": "supersedes",
+            }
+        )
+    for line in dict.fromkeys(json.dumps(relation, ensure_ascii=False) for relation in relations):
+        yield line + "\n"
 
 
 def _segment(value: Any, fallback: str) -> str:

@@ -13,6 +13,7 @@ from palace.engine.points import embed_deferred
 from palace.engine.runtime import Palace, get_palace
 from palace.errors import InvalidInput
 from palace.governance import audit, redaction, scope
+from palace.models import JournalEntry
 from palace.reads import passages, retrieval
 from palace.schema.forms import BrowseForm, CheckDuplicateForm, FindForm, RecallForm, browse_cursor
 from palace.schema.memories import public_memory
@@ -393,3 +394,22 @@ def recent(
         operation=operation, actor=actor, filters={"count": count}, result_ids=[point.id for point in points]
     )
     return [public_memory(point.id, point.payload) for point in points]
+
+
+def import_memory_ids(*, import_id: str) -> list[int]:
+    """Ids of every memory (superseded ones included) an import stored, ascending."""
+    memory_filter = MemoryFilter(import_id=import_id, include_superseded=True)
+    return [point.id for point in get_palace().store.scroll(memory_filter=memory_filter)]
+
+
+def import_was_journaled(*, import_id: str) -> bool:
+    """Whether an import of that id stored memories in this palace (its journal says so, undone or not)."""
+    return JournalEntry.objects.filter(reason__in=(f"import {import_id}", f"undo import {import_id}")).exists()
+
+
+def held_texts(*, texts: list[str]) -> dict[str, int]:
+    """The texts a store would find already held (redacted first, as a store redacts), with that memory's id."""
+    redactor = redaction.current()
+    stored = {text: redactor.scan(text)[0] for text in texts}
+    found = existing_duplicates(get_palace(), list(dict.fromkeys(stored.values())))
+    return {text: found[held]["id"] for text, held in stored.items() if held in found}

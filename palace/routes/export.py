@@ -25,7 +25,7 @@ OPENAPI = {
         200: {
             "description": (
                 "JSON Lines, streamed: one ExportedMemory per line, every field included (superseded memories "
-                "too), in id order. POST /ingest (or `manage.py ingest`) restores it as-is."
+                "too), in id order. POST /ingest (or `palazzo ingest`) restores it as-is."
             ),
             "content": stream_content(NDJSON, ExportedMemory),
         },

@@ -144,9 +144,11 @@ def feed(request: HttpRequest) -> JsonResponse:
         return _error(400, f"harness: must be one of {', '.join(HARNESSES)}")
     if not isinstance(device, str) or not DEVICE_PATTERN.fullmatch(device):
         return _error(400, "device: must be 1-64 letters, digits, '.', '_' or '-'")
-    final, dry_run = body.get("final", False), body.get("dry_run", False)
+    final, dry_run, room = body.get("final", False), body.get("dry_run", False), body.get("room")
     if type(final) is not bool or type(dry_run) is not bool:
         return _error(400, "final and dry_run: must be true or false")
+    if room is not None and not isinstance(room, str):
+        return _error(400, "room: must be a string or null")
     wings = auth.token_wings(request)
     if wings is not None and settings.PALAZZO.feed_wing not in wings:
         return _error(
@@ -158,7 +160,7 @@ def feed(request: HttpRequest) -> JsonResponse:
         transcript, parent = transcript_from_json(harness, body.get("transcript"))
         identity = auth.request_identity(request)
         destination = exchanges.Destination.configured(
-            harness=harness, device=device, token_identity=identity.added_by if identity else None
+            harness=harness, device=device, token_identity=identity.added_by if identity else None, room=room
         )
         report = exchanges.feed_transcript(
             transcript=transcript, destination=destination, final=final, dry_run=dry_run, parent=parent

@@ -29,6 +29,7 @@ from oauth2_provider.models import get_application_model
 from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error
 
 from palace.governance import oauth
+from palace.schema.vocabulary import active_vocabulary
 
 # Only these grants may be registered: the authorization code flow (with PKCE) and its refresh tokens.
 REGISTRABLE_GRANTS = ("authorization_code", "refresh_token")
@@ -69,17 +70,17 @@ class ConsentForm(AllowForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["wings"].choices = [(wing, wing) for wing in settings.PALAZZO.wings]
+        self.fields["wings"].choices = [(wing, wing) for wing in active_vocabulary().wings]
 
     def clean(self) -> dict[str, Any]:
         """Turn the person's choices into the granted scope; never more than the client asked for."""
         cleaned = super().clean() or {}
         requested = set(str(cleaned.get("scope") or "").split())
         asked = set(oauth.scope_wings(requested))
-        chosen = [wing for wing in cleaned.get("wings") or [] if wing in (asked or settings.PALAZZO.wings)]
+        chosen = [wing for wing in cleaned.get("wings") or [] if wing in (asked or active_vocabulary().wings)]
         if cleaned.get("allow") and not chosen:
             raise forms.ValidationError("choose at least one wing, or deny")
-        every_wing = set(chosen) == set(settings.PALAZZO.wings)
+        every_wing = set(chosen) == set(active_vocabulary().wings)
         write = bool(cleaned.get("write")) and oauth.WRITE in requested
         cleaned["scope"] = oauth.granted_scope(write=write, wings=None if every_wing else chosen)
         return cleaned
@@ -117,7 +118,7 @@ class ConsentView(oauth_views.AuthorizationView):
         initial: dict[str, Any] = super().get_initial()
         initial["resource"] = oauth.resource_identifier()
         requested = str(initial.get("scope") or "").split()
-        initial["wings"] = oauth.scope_wings(requested) or list(settings.PALAZZO.wings)
+        initial["wings"] = oauth.scope_wings(requested) or list(active_vocabulary().wings)
         initial["write"] = oauth.WRITE in requested
         return initial
 

@@ -162,6 +162,7 @@ class FeedRequest(Schema):
     device: str = Field(pattern=f"^{DEVICE_PATTERN.pattern}$")
     final: bool = Field(False, description="The session ended: incomplete exchanges are fed as they are.")
     dry_run: bool = Field(False, description="Report what would be stored; write nothing.")
+    room: str | None = Field(None, description="The room for the session; null: the project's, from its cwd.")
     transcript: FedTranscript
 
 

@@ -8,7 +8,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django import forms
-from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from palace.errors import InvalidInput
@@ -31,6 +30,7 @@ from palace.schema.memories import (
     canonical_room,
 )
 from palace.schema.timefmt import EXAMPLE, format_rfc3339, parse_rfc3339, utc_now
+from palace.schema.vocabulary import active_vocabulary
 
 MAX_BATCH_ITEMS = 256
 MAX_RECALL_IDS = 100
@@ -154,8 +154,8 @@ class VocabularyField(forms.ChoiceField):
         super().__init__(choices=(), **kwargs)
 
     def allowed(self) -> tuple[str, ...]:
-        """The values allowed by settings right now."""
-        return tuple(getattr(settings.PALAZZO, self.setting))
+        """The values the palace's vocabulary allows right now."""
+        return tuple(getattr(active_vocabulary(), self.setting))
 
     def to_python(self, value: Any) -> Any:
         if value is not None and not isinstance(value, str):

@@ -35,7 +35,7 @@ class Kind(enum.Enum):
     """What a field's value is; each kind has one form field (palace.schema.forms) and one JSON type."""
 
     TEXT = "text"  # verbatim text, 1 byte to MAX_TEXT_BYTES of UTF-8, never trimmed
-    VOCABULARY = "vocabulary"  # one of the deployment's values (settings.PALAZZO.<vocabulary>)
+    VOCABULARY = "vocabulary"  # one of the palace's values (palace.schema.vocabulary.active_vocabulary())
     ROOM = "room"  # a tag stored and matched in its canonical form (canonical_room)
     TAG = "tag"  # free text, trimmed, up to max_length characters (MAX_TAG_CHARS for every tag today)
     STRING = "string"  # free text up to max_length characters
@@ -75,7 +75,7 @@ class MemoryField:
     always: bool = False  # never null in a returned memory
     max_length: int | None = None  # characters (bytes for TEXT, ids for IDS)
     strip: bool = True  # leading and trailing whitespace trimmed
-    vocabulary: str | None = None  # the settings.PALAZZO attribute listing the allowed values
+    vocabulary: str | None = None  # the Vocabulary attribute listing the allowed values: wings, halls, categories
 
     @property
     def about(self) -> str:
@@ -204,6 +204,13 @@ _FIELDS = (
         group=Group.HISTORY,
         max_length=MAX_STAMP_CHARS,
         strip=False,
+    ),
+    MemoryField(
+        "import_id",
+        Kind.TAG,
+        description="The `palazzo import` that stored it (`palazzo import --undo ID` removes what it stored).",
+        group=Group.HISTORY,
+        max_length=MAX_TAG_CHARS,
     ),
     MemoryField(
         "expires_at",

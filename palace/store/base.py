@@ -22,7 +22,18 @@ SPARSE = "bm25"
 NEEDS_EMBEDDING = "needs_embedding"
 NEEDS_EMBEDDING_PENDING = "pending"  # a string: Edge's MatchValue does not match payload booleans
 # needs_embedding: every single store's embedding pass looks its points up (a 38 ms scan at 10k without it).
-KEYWORD_INDEXES = ("wing", "category", "room", "hall", "session", "added_by", "text_hash", NEEDS_EMBEDDING)
+# import_id: `palazzo import --undo` finds an import's memories by it.
+KEYWORD_INDEXES = (
+    "wing",
+    "category",
+    "room",
+    "hall",
+    "session",
+    "added_by",
+    "text_hash",
+    NEEDS_EMBEDDING,
+    "import_id",
+)
 DATETIME_INDEXES = ("timestamp", "valid_until", "expires_at")
 # Every payload index a collection gets, with its kind ("keyword" or "datetime"), in creation order.
 PAYLOAD_INDEXES = tuple((key, "keyword") for key in KEYWORD_INDEXES) + tuple(
@@ -48,7 +59,7 @@ class CollectionIdentity:
                 f"the palace {where} was built with {recorded.get('embedding_model')} "
                 f"({recorded.get('embedding_dimension')} dims) but the configured model is "
                 f"{self.model_name} ({self.dimension} dims); set PALAZZO_EMBED_MODEL back, "
-                "or move the palace to the new model with `python manage.py rebuild`"
+                "or move the palace to the new model with `palazzo rebuild`"
             )
 
 
@@ -61,6 +72,7 @@ class MemoryFilter:
     room: str | None = None
     hall: str | None = None
     session: str | None = None
+    import_id: str | None = None
     since: datetime | None = None
     until: datetime | None = None
     include_superseded: bool = True
@@ -81,6 +93,7 @@ class MemoryFilter:
                     self.room,
                     self.hall,
                     self.session,
+                    self.import_id,
                     self.since,
                     self.until,
                     self.ids,

@@ -168,7 +168,7 @@ class EdgeStore(BackgroundIndexing):
         return StoreLocked(
             f"the embedded palace at {self._path} is already open in {self._holder_description()}; "
             "the embedded store allows one process: stop that process, send work to it "
-            "(e.g. `python manage.py ingest --url`), or use a Qdrant server via QDRANT_URL"
+            "(e.g. `palazzo ingest --url`), or use a Qdrant server via QDRANT_URL"
         )
 
     @contextmanager

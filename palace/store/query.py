@@ -87,7 +87,7 @@ class Conditions:
         return bool(self.must or self.must_not)
 
 
-KEYWORD_FILTERS = ("wing", "category", "room", "hall", "session")
+KEYWORD_FILTERS = ("wing", "category", "room", "hall", "session", "import_id")
 
 
 def whole_second(moment: datetime) -> datetime:

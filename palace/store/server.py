@@ -156,7 +156,7 @@ class ServerStore:
                 f"the collection {self._collection!r} in {self._where()} was not created by this palace: "
                 f"it records no embedding model in its metadata and holds {_describe_vectors(info.config.params)} "
                 f"({info.points_count} points); import it into a new collection with "
-                "`python manage.py import_qdrant` instead of opening it directly"
+                "`palazzo import qdrant --url URL` instead of opening it directly"
             )
         identity.refuse_other(recorded, where=f"in collection {self._collection!r} in {self._where()}")
 

@@ -20,10 +20,14 @@ def redact(fields: dict[str, Any]) -> dict[str, int]:
     return dict(counts)
 
 
-def memory_record(fields: dict[str, Any], *, memory_id: int, timestamp: str, added_by: str) -> dict[str, Any]:
+def memory_record(
+    fields: dict[str, Any], *, memory_id: int, timestamp: str, added_by: str, import_id: str = ""
+) -> dict[str, Any]:
     """The record a new memory is journaled with: its content and filing as validated, id, time, writer, expiry."""
     record = {key: fields.get(key) or None for key in SCHEMA_KEYS}
     record["text"] = fields["text"]
     record.update(id=memory_id, timestamp=timestamp, added_by=writer_stamp(added_by) or None)
     record["expires_at"] = format_rfc3339(fields["expires_at"]) if fields.get("expires_at") else None
+    if import_id:  # only imports stamp it: every other record stays as it was
+        record["import_id"] = import_id
     return record

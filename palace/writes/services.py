@@ -111,12 +111,14 @@ def store_batch(
     defaults: Any = None,
     skip_duplicates: bool = False,
     added_by: str = "",
+    import_id: str = "",
     wings: scope.Wings = None,
     _single: bool = False,
 ) -> dict[str, Any]:
     """Store 1-256 memories with one embedding pass and one upsert; per-item outcomes and counts.
 
-    defaults gives category, wing, room, hall, session or source_file to every item that leaves it out.
+    defaults gives category, wing, room, hall, session or source_file to every item that leaves it out;
+    import_id (set by `palazzo import` only) is stamped on every memory stored, so the import can be undone.
     """
     skip_duplicates = strict_boolean("skip_duplicates", skip_duplicates)
     shared = _batch_defaults(defaults)
@@ -161,6 +163,7 @@ def store_batch(
             prepared=prepared,
             skip_duplicates=skip_duplicates,
             added_by=added_by,
+            import_id=import_id,
             wings=wings,
         )
     if _single and result["counts"]["stored"]:
@@ -189,6 +192,7 @@ def _store_validated(
     prepared: dict[str, npt.NDArray[np.float32]],
     skip_duplicates: bool,
     added_by: str,
+    import_id: str = "",
     wings: scope.Wings = None,
 ) -> dict[str, Any]:
     valid_texts = [fields["text"] for fields in cleaned if fields is not None]
@@ -221,7 +225,9 @@ def _store_validated(
                 fields = cleaned[index]
                 assert fields is not None
                 stamp = format_rfc3339(fields["timestamp"]) if fields.get("timestamp") else now
-                records.append(memory_record(fields, memory_id=memory_id, timestamp=stamp, added_by=added_by))
+                records.append(
+                    memory_record(fields, memory_id=memory_id, timestamp=stamp, added_by=added_by, import_id=import_id)
+                )
             return {"memories": records}
 
         by_wing = Counter(cleaned[index]["wing"] for index in fresh)  # type: ignore[index]
@@ -230,6 +236,7 @@ def _store_validated(
             count=len(fresh),
             build_payload=build,
             added_by=added_by,
+            reason=f"import {import_id}" if import_id else "",
             wing=by_wing.most_common(1)[0][0],
         )
         _journal_and_apply(palace, entry, vectors)

@@ -107,6 +107,7 @@ def test_it_installs_the_extension_idempotently_and_uninstalls_exactly(tmp_path:
     refused = install()
     assert refused.returncode == 1 and "not palazzo's" in refused.stderr
     other = tmp_path / "elsewhere"
+    other.mkdir()  # a mistyped --agent-dir is refused (tests/palazzo_site/test_install_hooks.py)
     assert install("--agent-dir", str(other)).returncode == 0 and pi_extension.extension_path(other).is_file()
 
 

@@ -50,7 +50,7 @@ def test_it_keeps_a_wing_scoped_token_inside_its_wings(tmp_path: Path) -> None:
         exported = httpx.get(base_url + "/export", headers=headers, timeout=60).text
         posted = httpx.post(
             base_url + "/ingest",
-            content=json.dumps(memory("posted outside", wing="vibe")) + "\n",
+            content=json.dumps(memory("posted outside", wing="work")) + "\n",
             headers=headers | {"Content-Type": "application/x-ndjson"},
             timeout=60,
         )

@@ -173,3 +173,55 @@ def test_it_renders_the_api_docs_with_the_network_cut(tmp_path: Path, offline_br
         assert loaded and all(url.startswith(base_url) for url in loaded), loaded
         ARTIFACTS.mkdir(exist_ok=True)
         browser.save_screenshot(str(ARTIFACTS / "api-docs-offline.png"))
+
+
+def test_it_leads_from_the_root_to_the_admin_login_and_searches_memories_there(tmp_path: Path, browser: object) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.remote.webdriver import WebDriver
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from tests.palazzo_site.test_hook import PALAZZO
+
+    assert isinstance(browser, WebDriver)
+    data_dir = tmp_path / "data"
+    migrate(data_dir)
+    env = server_env(data_dir, DJANGO_SUPERUSER_PASSWORD="correct horse battery")
+    for command in (
+        ["createsuperuser", "--no-input", "--username", "admin", "--email", "admin@example.com"],
+        ["token", "create", "browser-test"],
+    ):
+        done = subprocess.run([str(PALAZZO), *command], env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+    secret = done.stdout.strip()
+    memories = {
+        "gear": "The lunar gear of the orrery has 223 teeth, one per synodic month of the saros cycle.",
+        "tea": "Green tea is brewed at 80 degrees for two minutes, never with boiling water.",
+    }
+    with http_server(data_dir) as base_url:
+        with token_client(f"{base_url}/mcp", secret) as client:
+            ids = {
+                name: client.ok(
+                    "palace_store",
+                    {"text": text, "wing": "projects", "room": "orrery", "hall": "facts", "category": "technical"},
+                )["id"]
+                for name, text in memories.items()
+            }
+        browser.get(f"{base_url}/")
+        WebDriverWait(browser, 30).until(lambda b: "/admin/login/" in b.current_url)
+        assert "palazzo createsuperuser" in browser.find_element(By.ID, "palace-login-help").text
+        browser.find_element(By.NAME, "username").send_keys("admin")
+        browser.find_element(By.NAME, "password").send_keys("correct horse battery")
+        browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+        WebDriverWait(browser, 30).until(lambda b: b.current_url.rstrip("/").endswith("/admin"))
+        browser.find_element(By.LINK_TEXT, "Palace overview").click()
+        search = WebDriverWait(browser, 30).until(
+            lambda b: b.find_element(By.CSS_SELECTOR, "#memory-search input[name=q]")
+        )
+        search.send_keys("how many teeth does the moon wheel have")
+        browser.find_element(By.CSS_SELECTOR, "#memory-search input[type=submit]").click()
+        rows = WebDriverWait(browser, 30).until(
+            lambda b: b.find_elements(By.CSS_SELECTOR, "#memory-search-results tbody tr")
+        )
+        assert "223 teeth" in rows[0].text and "orrery" in rows[0].text
+        rows[0].find_element(By.LINK_TEXT, str(ids["gear"])).click()
+        WebDriverWait(browser, 30).until(lambda b: memories["gear"] in b.page_source)

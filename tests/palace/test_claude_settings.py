@@ -56,6 +56,7 @@ def test_it_installs_into_the_user_settings_idempotently_and_uninstalls_exactly(
 
 def test_it_writes_a_settings_file_given_with_settings_and_refuses_a_broken_one(tmp_path: Path) -> None:
     target = tmp_path / "project" / ".claude" / "settings.local.json"
+    target.parent.parent.mkdir()  # the project is there; its .claude dir is made with the file
     assert install_hooks("--settings", str(target), config_dir=tmp_path / "unused").returncode == 0
     assert set(json.loads(target.read_text())["hooks"]) == set(claude_settings.EVENTS)
     assert install_hooks("--settings", str(target), "--uninstall", config_dir=tmp_path / "unused").returncode == 0

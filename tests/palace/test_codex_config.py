@@ -181,7 +181,8 @@ def test_it_forwards_every_variable_that_chooses_or_shapes_the_palace() -> None:
         "PALAZZO_ALLOW_INSECURE",
     }
     assert len(read) > 30, "the variables are read with get(NAME, ...)"
-    assert set(codex_config.FORWARDED_ENVIRONMENT) == (read - serving_only) | {"XDG_RUNTIME_DIR"}
+    codex_passes = {"HOME"}  # Codex gives every MCP server HOME itself
+    assert set(codex_config.FORWARDED_ENVIRONMENT) == (read - serving_only - codex_passes) | {"XDG_RUNTIME_DIR"}
 
 
 @pytest.mark.parametrize(

@@ -138,3 +138,22 @@ def test_it_refuses_to_start_django_with_a_bad_value(tmp_path: Path) -> None:
     )
     assert result.returncode != 0
     assert "PALAZZO_BIND='nope' is invalid" in result.stderr
+
+
+def test_it_keeps_the_palace_under_the_users_data_dir_by_default(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    assert read_environment({"HOME": str(home)}).data_dir == home / ".local" / "share" / "palazzo"
+    xdg = tmp_path / "xdg"
+    assert read_environment({"HOME": str(home), "XDG_DATA_HOME": str(xdg)}).data_dir == xdg / "palazzo"
+    # A relative XDG_DATA_HOME is invalid by the XDG spec and ignored.
+    assert read_environment({"HOME": str(home), "XDG_DATA_HOME": "rel"}).data_dir == home / ".local/share/palazzo"
+    chosen = tmp_path / "chosen"
+    both = {"HOME": str(home), "XDG_DATA_HOME": str(xdg), "PALAZZO_DATA_DIR": str(chosen)}
+    assert read_environment(both).data_dir == chosen
+
+
+def test_it_keeps_using_an_existing_dot_palazzo(tmp_path: Path) -> None:
+    (tmp_path / ".palazzo").mkdir()
+    env = read_environment({"HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path / "xdg")})
+    assert env.data_dir == tmp_path / ".palazzo"

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
+
+from django.core.management import call_command
 
 from palace.engine.runtime import Palace
 from palace.feeding import exchanges, spool
@@ -44,3 +47,29 @@ def test_it_reports_the_last_feed_sessions_exchanges_and_last_error_per_harness_
     assert 'palazzo_feed_exchanges{device="laptop",harness="claude-code"} 2.0' in exposition
     assert 'palazzo_feed_sessions{device="desk",harness="pi"} 0.0' in exposition
     assert "palazzo_feed_queued 1.0" in exposition
+
+
+def test_it_prints_the_feeding_sources_as_a_table_naming_each_failed_transcript_once(
+    palace: Palace, palace_env: Path, tmp_path: Path
+) -> None:
+    path = write_session(tmp_path / "a.jsonl", claude_session("session-a", "/src/clock", [("Which?", "A verge.")]))
+    exchanges.feed_transcript(
+        transcript=parse_transcript(path),
+        destination=Destination.configured(harness="claude-code", device="laptop"),
+        final=True,
+    )
+    gone = tmp_path / "gone.jsonl"
+    exchanges.record_failure(harness="pi", device="desk", path=gone, error=f"{gone}: no such file")
+    out = io.StringIO()
+    call_command("status", stdout=out)
+    text = out.getvalue()
+    assert "{'harness'" not in text
+    lines = text[text.index("  sources:\n") :].splitlines()
+    header, laptop, desk, error = lines[1:5]
+    assert header.split() == ["harness", "device", "sessions", "exchanges", "memories", "last_fed_at", "last_error_at"]
+    assert laptop.split()[:5] == ["claude-code", "laptop", "1", "1", "1"] and laptop.split()[6] == "-"
+    assert desk.split()[:6] == ["pi", "desk", "0", "0", "0", "-"]
+    assert header.index("device") == laptop.index("laptop")  # text left-aligned, counts right-aligned
+    assert header.index("sessions") + len("sessions") == laptop.index("1") + 1
+    assert error.strip() == f"last_error: {gone}: no such file"
+    assert "  queued: 0\n" in text and "latest_failed: none" in text

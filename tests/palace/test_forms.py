@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -36,6 +37,7 @@ def test_it_hands_each_form_its_class_fields_without_copying_them() -> None:
         assert all(first.fields[name] is second.fields[name] is form_class.base_fields[name] for name in first.fields)
 
 
+@pytest.mark.django_db  # the forms read the palace's vocabulary
 @settings(max_examples=40, deadline=None)
 @given(
     st.lists(

@@ -11,9 +11,12 @@ from typing import Any
 import numpy as np
 import pytest
 from django.core.management import call_command
+from django.core.management.base import CommandError
 from qdrant_client import QdrantClient, models
 
 from palace.engine.runtime import Palace
+from palace.operations import imports
+from palace.operations import status as palace_status
 from palace.reads import selectors
 
 pytestmark = pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning")
@@ -98,10 +101,13 @@ def run_import(**options: Any) -> tuple[int, list[dict[str, Any]], str]:
 def test_it_imports_a_rust_palazzo_collection_keeping_ids_and_temporal_fields(palace: Palace, tmp_path: Path) -> None:
     rust_palazzo_collection(tmp_path / "qdrant")
 
-    code, results, err = run_import(path=str(tmp_path / "qdrant"), collection="claude-memory")
+    with pytest.raises(CommandError, match=rf"point {PLAIN}: wing: 'attic' is not allowed.*nothing stored"):
+        run_import(path=str(tmp_path / "qdrant"), collection="claude-memory")
+    assert selectors.recall(ids=[OLD, NEW])["missing"] == [OLD, NEW], "a collection with a bad point stores nothing"
+    code, results, err = run_import(path=str(tmp_path / "qdrant"), collection="claude-memory", skip_bad=True)
     assert "1 failed" in err
 
-    assert code == 1  # the out-of-vocabulary wing failed
+    assert code == 0  # the out-of-vocabulary wing failed, knowingly
     done = results.pop()
     assert done["counts"] == {"stored": 2, "duplicates_returned": 0, "skipped_duplicates": 0, "failed": 1}
     by_source = {result["source_id"]: result for result in results}
@@ -122,18 +128,29 @@ def test_it_imports_a_rust_palazzo_collection_keeping_ids_and_temporal_fields(pa
     assert results[-1]["counts"] == {"stored": 1, "duplicates_returned": 2, "skipped_duplicates": 0, "failed": 0}
     assert selectors.recall(ids=[PLAIN])["memories"][0]["wing"] == "projects"
 
+    # Each import undone removes what it stored, the kept ids included.
+    assert imports.undo_import(import_id=results[-1]["import_id"])["ids"] == [PLAIN]
+    assert imports.undo_import(import_id=done["import_id"])["ids"] == [OLD, NEW]
+    assert selectors.recall(ids=[OLD, NEW, PLAIN])["missing"] == [OLD, NEW, PLAIN]
+
 
 def test_it_imports_mcp_server_qdrant_points_under_new_ids(palace: Palace, tmp_path: Path) -> None:
     uuids = mcp_server_qdrant_collection(tmp_path / "qdrant")
+    filing = {
+        "default_category": "person",
+        "default_wing": "personal",
+        "default_room": "imported",
+        "default_hall": "facts",
+    }
 
-    code, results, err = run_import(
-        path=str(tmp_path / "qdrant"),
-        collection="notes",
-        default_category="person",
-        default_wing="personal",
-        default_room="imported",
-        default_hall="facts",
-    )
+    code, planned, err = run_import(path=str(tmp_path / "qdrant"), collection="notes", dry_run=True, **filing)
+    assert code == 0 and planned.pop() == {"done": True, "counts": {"would-store": 2}} and "dry run" in err
+    assert [(result["source_id"], result["memory"]["room"]) for result in planned] == [
+        (uuid, "imported") for uuid in uuids
+    ]
+    assert palace_status.status()["total"] == 0, "a dry run stores nothing"
+
+    code, results, err = run_import(path=str(tmp_path / "qdrant"), collection="notes", **filing)
 
     assert code == 0, err
     results.pop()

@@ -209,7 +209,7 @@ def _fill_for_browsing() -> list[int]:
         defaults={"hall": "events", "wing": "projects", "category": "technical", "room": "ignored"},
     )
     services.store(**memory("another room", room="blog"))
-    services.store(**memory("another wing", wing="vibe", room="moods", timestamp="2026-03-15T00:00:00Z"))
+    services.store(**memory("another wing", wing="work", room="moods", timestamp="2026-03-15T00:00:00Z"))
     shared_second = sorted((item["memory"]["id"] for item in batch["items"]), reverse=True)
     return shared_second + single[::-1]  # the batch is stamped now, after the dated ones
 
@@ -240,7 +240,7 @@ def test_it_browses_a_room_newest_first_page_by_page_on_both_stores(any_palace: 
 def test_it_browses_with_every_filter_and_hides_superseded_unless_asked(any_palace: Palace) -> None:
     expected = _fill_for_browsing()
     assert _browse_all(4, room="palazzo", hall="events") == expected[:5]
-    assert _browse_all(3, wing="vibe") == [selectors.browse(wing="vibe")["memories"][0]["id"]]
+    assert _browse_all(3, wing="work") == [selectors.browse(wing="work")["memories"][0]["id"]]
     spring = _browse_all(2, room="palazzo", since="2026-03-01T00:00:00Z", until="2026-05-01T00:00:00Z")
     assert spring == expected[6:9]  # May, April, March: both bounds inclusive
     old = expected[-1]

@@ -163,7 +163,7 @@ def test_it_refuses_a_collection_built_by_another_model(
     message = str(raised.value)
     assert IDENTITY.model_name in message and identity.model_name in message
     assert f"({identity.dimension} dims)" in message
-    assert "PALAZZO_EMBED_MODEL" in message and "python manage.py rebuild" in message
+    assert "PALAZZO_EMBED_MODEL" in message and "palazzo rebuild" in message
 
 
 def test_it_refuses_a_foreign_collection_without_metadata(client: RecordingClient) -> None:
@@ -171,7 +171,7 @@ def test_it_refuses_a_foreign_collection_without_metadata(client: RecordingClien
     with pytest.raises(ModelMismatch) as raised:
         ServerStore(collection="palace", client=client).ensure_collection(IDENTITY)
     message = str(raised.value)
-    assert "python manage.py import_qdrant" in message
+    assert "palazzo import qdrant --url URL" in message
     assert "unnamed 768-dim vector" in message
     assert client.index_calls == []
 

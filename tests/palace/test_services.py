@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from typing import Any
 
@@ -18,6 +17,7 @@ from palace.operations import status as palace_status
 from palace.operations import verify
 from palace.reads import selectors
 from palace.schema.forms import MAX_TEXT_BYTES
+from palace.schema.vocabulary import active_vocabulary, save_vocabulary
 from palace.writes import services
 from tests.palace.helpers import memory
 
@@ -54,7 +54,7 @@ def test_it_keeps_text_verbatim_and_trims_tags(palace: Palace) -> None:
 
 def test_it_returns_the_existing_memory_for_the_same_text(palace: Palace) -> None:
     first = services.store(**memory("Deploys go through the staging cluster first"))
-    second = services.store(**memory("Deploys go through the staging cluster first", wing="vibe"))
+    second = services.store(**memory("Deploys go through the staging cluster first", wing="work"))
     assert second["duplicate"] is True
     assert second["id"] == first["id"]
     assert total() == 1
@@ -75,8 +75,8 @@ def test_it_keeps_a_historical_timestamp(palace: Palace) -> None:
 @pytest.mark.parametrize(
     ("overrides", "field", "rule"),
     [
-        ({"category": "bogus"}, "category", "allowed values: person, career"),
-        ({"wing": "nowhere"}, "wing", "allowed values: projects, infrastructure"),
+        ({"category": "bogus"}, "category", "allowed values: technical, project-memory"),
+        ({"wing": "nowhere"}, "wing", "allowed values: projects, work"),
         ({"hall": "attic"}, "hall", "allowed values: facts, events"),
         ({"room": ""}, "room", "is required"),
         ({"room": "x" * 65}, "room", "at most 64 characters"),
@@ -196,16 +196,16 @@ def test_it_deletes_only_with_confirmation_and_journals_the_full_record(palace: 
 
 
 def test_it_deletes_by_filter_after_a_dry_run_with_the_expected_count(palace: Palace) -> None:
-    services.store_batch(items=[memory("a1", wing="vibe"), memory("a2", wing="vibe"), memory("keep")])
-    dry = services.delete_by_filter(wing="vibe", reason="cleanup", confirm=True, dry_run=True)
+    services.store_batch(items=[memory("a1", wing="work"), memory("a2", wing="work"), memory("keep")])
+    dry = services.delete_by_filter(wing="work", reason="cleanup", confirm=True, dry_run=True)
     assert dry["matched_count"] == 2 and dry["deleted_count"] == 0 and len(dry["sample"]) == 2
     assert total() == 3
     with pytest.raises(InvalidInput):
-        services.delete_by_filter(wing="vibe", reason="cleanup", confirm=True)
+        services.delete_by_filter(wing="work", reason="cleanup", confirm=True)
     with pytest.raises(ExpectedCountMismatch):
-        services.delete_by_filter(wing="vibe", reason="cleanup", confirm=True, expected_count=3)
+        services.delete_by_filter(wing="work", reason="cleanup", confirm=True, expected_count=3)
     assert total() == 3
-    done = services.delete_by_filter(wing="vibe", reason="cleanup", confirm=True, expected_count=2)
+    done = services.delete_by_filter(wing="work", reason="cleanup", confirm=True, expected_count=2)
     assert done["deleted_count"] == 2
     assert total() == 1
 
@@ -339,11 +339,11 @@ def test_it_redacts_and_scopes_batch_items_filled_from_defaults(palace: Palace) 
 
 
 def test_it_names_an_inherited_value_the_vocabulary_no_longer_allows(palace: Palace) -> None:
-    old = services.store(**memory("A vibe memory", wing="vibe"))
-    settings.PALAZZO = dataclasses.replace(settings.PALAZZO, wings=("projects", "personal"))
+    old = services.store(**memory("A work memory", wing="work"))
+    save_vocabulary(active_vocabulary().replacing({"wings": ("projects", "personal")}))  # `palazzo vocabulary`
     with pytest.raises(InvalidInput) as caught:
         services.supersede(supersedes=[old["id"]], reason="r", text="corrected")
-    assert "'vibe' is not allowed" in str(caught.value) and f"inherited from memory {old['id']}" in str(caught.value)
+    assert "'work' is not allowed" in str(caught.value) and f"inherited from memory {old['id']}" in str(caught.value)
     moved = services.supersede(supersedes=[old["id"]], reason="r", text="corrected", wing="personal")
     assert moved["memory"]["wing"] == "personal" and total() == 2
 

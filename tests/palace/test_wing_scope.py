@@ -74,7 +74,7 @@ def test_it_refuses_writes_outside_the_wings(palace_of_wings: dict[str, int]) ->
 
     with pytest.raises(OutsideScope, match="wing: 'personal' is outside this token's wings"):
         services.store(**memory("a personal note", wing="personal"), wings=SCOPE)
-    batch = services.store_batch(items=[memory("ok", wing="projects"), memory("no", wing="vibe")], wings=SCOPE)
+    batch = services.store_batch(items=[memory("ok", wing="projects"), memory("no", wing="work")], wings=SCOPE)
     with pytest.raises(OutsideScope):
         services.supersede(
             supersedes=[palace_of_wings["projects"]], reason="move", wings=SCOPE, **memory("moved", wing="personal")
@@ -100,7 +100,7 @@ def test_it_keeps_ingest_lines_inside_the_wings(palace_of_wings: dict[str, int])
     lines = [
         json.dumps(memory("ingested in scope", wing="projects")),
         json.dumps(memory("ingested outside", wing="personal")),
-        json.dumps({"id": 1_700_000_000, **memory("restored outside", wing="career")}),
+        json.dumps({"id": 1_700_000_000, **memory("restored outside", wing="work")}),
         json.dumps({"id": palace_of_wings["personal"], **memory("overwrite another wing's id", wing="projects")}),
         json.dumps({"id": 1_700_000_001, **memory("restored in scope", wing="infrastructure")}),
     ]

@@ -264,6 +264,7 @@ def test_it_queues_a_subagent_s_own_transcript_at_subagent_stop(tmp_path: Path) 
     spool.claim_holder(data_dir, role="server")  # this process holds the palace: the job waits for it
     try:
         main_transcript, subagent = tmp_path / f"{SESSION}.jsonl", tmp_path / "agent-a1b2.jsonl"
+        subagent.write_text("")  # a transcript whose file does not exist is not queued (test_missing_transcript)
         done = run_hook(data_dir, session_event("SubagentStop", main_transcript, agent_transcript_path=str(subagent)))
         assert done.returncode == 0 and done.stderr == ""
         [queued] = spool.pending(data_dir)

@@ -98,6 +98,16 @@ def test_it_feeds_a_served_palace_through_the_token_and_writes_nothing_locally(
     assert "lunar gear" in context and context.startswith("<palazzo-wake-up>")
     [source] = httpx.get(f"{url}/healthz", timeout=30).json()["feeding"]["sources"]
     assert (source["harness"], source["device"], source["exchanges"]) == ("claude-code", DEVICE, 2)
+    # `feed --room` reaches the served palace too: the session is filed in that room, not the project's.
+    other = write_session(
+        tmp_path / "other.jsonl",
+        claude_session("other-session", CWD, [("Which gear drives the lunar pointer?", "The b1 gear drives it.")]),
+    )
+    filed = palazzo(["feed", "--room", "Clock Room", str(other)], env)
+    assert filed.returncode == 0 and "room clock room]" in filed.stdout, filed.stdout + filed.stderr
+    with token_client(f"{url}/mcp", token) as client:
+        found = client.ok("palace_find", {"query": "lunar pointer", "room": "clock room"})["results"]
+    assert [memory["session"] for memory in found] == ["other-session"]
     assert no_local_palace(client_dir)
 
 

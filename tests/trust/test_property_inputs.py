@@ -296,7 +296,16 @@ def test_it_answers_any_tool_input_over_mcp_with_a_result_or_a_clear_error(
 
 # The ingest item (POST /ingest, manage.py ingest): one JSON Lines body, any value in any field, any bytes.
 
-RESTORE_FIELDS = ("id", "valid_from", "valid_until", "superseded_by", "superseded_reason", "supersedes", "added_by")
+RESTORE_FIELDS = (
+    "id",
+    "valid_from",
+    "valid_until",
+    "superseded_by",
+    "superseded_reason",
+    "supersedes",
+    "added_by",
+    "import_id",
+)
 
 
 def ingest_items() -> st.SearchStrategy[Any]:
@@ -308,6 +317,7 @@ def ingest_items() -> st.SearchStrategy[Any]:
         "superseded_reason": st.text(max_size=20) | json_values,
         "supersedes": memory_ids | json_values,
         "added_by": st.text(max_size=20) | hostile_strings | json_values,
+        "import_id": st.text(max_size=20) | hostile_strings | json_values,
     }
     with_restore = st.tuples(memory_items(), st.fixed_dictionaries({}, optional=restore)).map(
         lambda pair: pair[0] | pair[1] if isinstance(pair[0], dict) else pair[0]

@@ -40,6 +40,7 @@ from palace.engine import runtime
 from palace.errors import PalaceError
 from palace.reads import passages, selectors
 from palace.schema.forms import DEFAULT_FIND_LIMIT, DEFAULT_MAX_CHARS, MAX_FIND_LIMIT, MAX_MAX_CHARS, MIN_MAX_CHARS
+from palace.schema.vocabulary import active_vocabulary
 from palace.writes import services
 
 MODES = {"hybrid": "hybrid", "dense": "dense", "bm25": "keyword"}
@@ -167,7 +168,7 @@ class Command(BaseCommand):
     def _run(
         self, corpus: list[dict[str, Any]], queries: list[dict[str, Any]], ks: list[int], options: dict[str, Any]
     ) -> None:
-        env = settings.PALAZZO
+        env = active_vocabulary()
         ranking = MODES[options["mode"]]
         started = time.perf_counter()
         runtime.get_palace()

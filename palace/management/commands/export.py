@@ -1,7 +1,8 @@
 """python manage.py export [--format jsonl|memory-json|markdown] [--out PATH]: every memory, to restore or to leave.
 
 jsonl (the default) is what `ingest` restores as-is; memory-json is the official MCP memory server's
-memory.json; markdown is a folder of notes (basic-memory's format; --out names the folder).
+memory.json (what `import memory-json` brought in goes back as the same entities and relations); markdown
+is a folder of notes (basic-memory's format; --out names the folder).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ class Command(HeldPalaceCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        count = 0
+        count = relations = 0
         prepare_database(required=False)
         if options["format"] == "markdown":
             if not options["out"]:
@@ -61,7 +62,8 @@ class Command(HeldPalaceCommand):
                 if options["format"] == "memory-json":
                     for line in leaving.memory_json_lines(memories):
                         sink.write(line)
-                        count += line.startswith('{"type": "entity"')
+                        count += 1
+                        relations += line.startswith('{"type": "relation"')
                 else:
                     for memory in memories:
                         sink.write(ingest_service.export_line(memory))
@@ -71,4 +73,9 @@ class Command(HeldPalaceCommand):
             raise CommandError(str(exc)) from None
         except OSError as exc:
             raise CommandError(f"cannot write {options['out'] or 'standard output'}: {exc.strerror or exc}") from None
-        self.stderr.write(f"export: {count} memories written to {options['out'] or 'standard output'}")
+        written = (
+            f"{count - relations} entities and {relations} relation{'' if relations == 1 else 's'}"
+            if options["format"] == "memory-json"
+            else f"{count} memories"
+        )
+        self.stderr.write(f"export: {written} written to {options['out'] or 'standard output'}")

@@ -1,4 +1,4 @@
-"""`palazzo feed [--harness H] [--dry-run] [--json] [PATH ...]`: feed harness transcripts into the palace.
+"""`palazzo feed [--harness H] [--room ROOM] [--dry-run] [--json] [PATH ...]`: feed harness transcripts.
 
 Files or directories (default: every session of every harness found where it keeps them on this
 machine: Claude Code, pi, Codex CLI, opencode, Gemini CLI; `--harness` narrows it to one). An explicit
@@ -21,7 +21,7 @@ from django.core.management.base import CommandError, CommandParser
 from tqdm import tqdm
 
 from palace.errors import PalaceError, StoreLocked
-from palace.feeding import feeder, spool
+from palace.feeding import exchanges, feeder, spool
 from palace.feeding.exchanges import Destination, FeedReport
 from palace.feeding.transcripts import HARNESSES, TranscriptError, default_roots, discover
 from palace.management.database import prepare_database
@@ -29,12 +29,18 @@ from palace.management.forwarding import HeldPalaceCommand
 
 
 def describe(report: FeedReport) -> str:
-    """One line per session."""
+    """One line per session ("would store" in a dry run, which stores nothing)."""
     totals = report.totals()
-    counts = (
-        f"{totals['stored']} stored, {totals['superseded']} superseded, {totals['unchanged']} unchanged, "
-        f"{totals['duplicates']} duplicates"
-    )
+    if report.status == "dry-run":
+        counts = (
+            f"would store {totals['stored']}, would supersede {totals['superseded']}, {totals['unchanged']} "
+            f"unchanged, {totals['duplicates']} duplicates"
+        )
+    else:
+        counts = (
+            f"{totals['stored']} stored, {totals['superseded']} superseded, {totals['unchanged']} unchanged, "
+            f"{totals['duplicates']} duplicates"
+        )
     if totals["failed"]:
         counts += f", {totals['failed']} failed"
     extra = f" (+{len(report.subagents)} subagents)" if report.subagents else ""
@@ -55,6 +61,9 @@ class Command(HeldPalaceCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("paths", nargs="*", help="transcript files or directories")
         parser.add_argument("--harness", choices=HARNESSES, help="the format (default: detected per file)")
+        parser.add_argument(
+            "--room", help="file every session of this run in ROOM (default: the project's name, from its cwd)"
+        )
         parser.add_argument("--dry-run", action="store_true", help="show what would be stored; write nothing")
         parser.add_argument("--json", action="store_true", help="one JSON line per session, then a done line")
         parser.add_argument("--spool", action="store_true", help="drain the hook spool (what hooks start)")
@@ -71,6 +80,11 @@ class Command(HeldPalaceCommand):
         if options["spool"]:
             self._drain_spool()
             return
+        if options["room"] is not None:
+            try:
+                options["room"] = exchanges.checked_room(options["room"])
+            except PalaceError as exc:
+                raise CommandError(str(exc)) from None
         try:
             if options["paths"]:
                 roots = [Path(path).expanduser() for path in options["paths"]]
@@ -86,7 +100,9 @@ class Command(HeldPalaceCommand):
             from palace.feeding import remote
 
             try:
-                reports = remote.feed_remote(found, dry_run=options["dry_run"], progress=self._progress(len(found)))
+                reports = remote.feed_remote(
+                    found, dry_run=options["dry_run"], progress=self._progress(len(found)), room=options["room"]
+                )
             except remote.RemoteUnavailable as exc:
                 raise CommandError(str(exc)) from None
             self._print(reports, options, shown=False)
@@ -99,7 +115,8 @@ class Command(HeldPalaceCommand):
             if holder is None or holder.get("role") != "server":
                 raise CommandError(f"{exc}", returncode=2) from None
             for harness, path in found:
-                spool.enqueue(env.data_dir, spool.Job(harness=harness, path=str(path), event="feed", final=True))
+                job = spool.Job(harness=harness, path=str(path), event="feed", final=True, room=options["room"])
+                spool.enqueue(env.data_dir, job)
             self.stderr.write(
                 f"feed: the palace is held by {holder.get('command')} (pid {holder.get('pid')}); queued "
                 f"{len(found)} transcripts for it to feed (see `palazzo status`)"
@@ -133,13 +150,12 @@ class Command(HeldPalaceCommand):
         return tqdm(total=total, unit="session", file=self.raw_stderr(), disable=not self.raw_stderr().isatty())
 
     def _feed_here(self, found: list[tuple[str, Path]], options: dict[str, Any]) -> list[FeedReport]:
-        from palace.feeding import exchanges
         from palace.feeding.transcripts import parse_transcript
 
         reports = []
         with self._progress(len(found)) as bar:
             for harness, path in found:
-                destination = Destination.configured(harness=harness)
+                destination = Destination.configured(harness=harness, room=options["room"])
                 try:
                     transcript = parse_transcript(path, harness)
                 except (TranscriptError, OSError) as exc:
@@ -179,10 +195,16 @@ class Command(HeldPalaceCommand):
             self.stdout.write(
                 json.dumps({"done": True, "sessions": len(reports), "statuses": statuses, "totals": totals})
             )
-        self.stderr.write(
-            f"feed: {len(reports)} sessions ({', '.join(f'{count} {status}' for status, count in statuses.items())}); "
-            f"{totals['stored']} memories stored, {totals['superseded']} superseded, {totals['unchanged']} unchanged"
-        )
+        counted = ", ".join(f"{count} {status}" for status, count in statuses.items())
+        if options["dry_run"]:
+            outcome = (
+                f"{totals['stored']} memories would be stored, {totals['superseded']} superseded, "
+                f"{totals['unchanged']} unchanged; nothing was written"
+            )
+        else:
+            outcome = f"{totals['stored']} memories stored, {totals['superseded']} superseded, "
+            outcome += f"{totals['unchanged']} unchanged"
+        self.stderr.write(f"feed: {len(reports)} sessions ({counted}); {outcome}")
         if statuses["failed"]:
             raise SystemExit(1)
 

@@ -22,7 +22,7 @@ class Command(BaseCommand):
     requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("path", type=Path, help="A directory written by `python manage.py backup --out`.")
+        parser.add_argument("path", type=Path, help="A directory written by `palazzo backup --out`.")
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:

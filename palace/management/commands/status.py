@@ -5,5 +5,5 @@ from palace.operations import status
 
 
 class Command(DumpCommand):
-    help = "Print the palace's status (counts by wing, room, hall and category)."
+    help = "Print the palace's health: totals, counts, the largest rooms, the search index, journal and feeding."
     selector = staticmethod(status.status)
