@@ -46,8 +46,9 @@ class Command(HeldPalaceCommand):
         )
         parser.add_argument("--undo", metavar="ID", help="remove every memory the import ID stored (journaled)")
         parser.add_argument("--json", action="store_true", help="one JSON line per source record, then a done line")
-        for key in ("category", "wing", "room", "hall"):
+        for key in ("category", "wing", "hall"):
             parser.add_argument(f"--{key}", help=f"{key} for records that do not name one (in the vocabulary)")
+        parser.add_argument("--room", help="room for records that do not name one (any name)")
         parser.add_argument("--collection", help="qdrant: the collection to read")
         parser.add_argument("--url", help="qdrant: a Qdrant server's URL to read instead of PATH")
         parser.add_argument("--api-key", help="qdrant: the server's API key")
