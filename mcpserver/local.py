@@ -172,7 +172,7 @@ class Channel:
             return
         await self._open.wait()
         if preamble["palazzo"] == holder.PROTOCOL_MCP:
-            await self._mcp_session(reader, writer, self._server_for(preamble))
+            await self._mcp_session(reader, writer, await self._server_for(preamble))
         else:
             self.state.commands += 1
             try:
@@ -180,13 +180,15 @@ class Channel:
             finally:
                 self.state.commands -= 1
 
-    def _server_for(self, preamble: dict[str, Any]) -> PalazzoServer:
+    async def _server_for(self, preamble: dict[str, Any]) -> PalazzoServer:
         """A session whose own settings say read-only (PALAZZO_READ_ONLY) gets the read tools only."""
         if preamble.get("read_only") is not True or self.server.read_only:
             return self.server
         if self._read_only_server is None:
             env = dataclasses.replace(settings.PALAZZO, read_only=True)
-            self._read_only_server = build_server(env=env, warmup=self.server.warmup)
+            # Built off the event loop: the server reads the palace's vocabulary from its database.
+            built = await anyio.to_thread.run_sync(lambda: build_server(env=env, warmup=self.server.warmup))
+            self._read_only_server = self._read_only_server or built
         return self._read_only_server
 
     async def _mcp_session(
