@@ -41,9 +41,10 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy .
 
-# Two workers (pytest-xdist): every test builds its own data dir, database and ports; the ten slowest are printed.
+# Two workers (pytest-xdist; a worker that runs out of tests takes some of the other's instead of idling while it
+# finishes a long tail): every test builds its own data dir, database and ports; the ten slowest are printed.
 unit: setup
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --durations=10
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist worksteal --durations=10
 
 # The journal (services), token and audit (triggers) tests again on PostgreSQL (started by `make services`).
 unit-postgres: setup
