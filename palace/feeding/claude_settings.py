@@ -11,9 +11,10 @@ import json
 import os
 import re
 import shlex
-import time
 from pathlib import Path
 from typing import Any
+
+from palace.feeding.config_files import replace_keeping_mode, without_handlers
 
 # Event -> matcher (None: every occurrence). SessionStart skips resume: that conversation has its context.
 EVENTS: dict[str, str | None] = {
@@ -67,26 +68,11 @@ def _load(path: Path) -> dict[str, Any]:
 
 
 def _save(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staged = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
-    staged.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    if path.exists():
-        os.chmod(staged, path.stat().st_mode & 0o777)
-    os.replace(staged, path)
+    replace_keeping_mode(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
 
 
 def _without_ours(groups: list[Any]) -> tuple[list[Any], int]:
-    kept, removed = [], 0
-    for group in groups:
-        if isinstance(group, dict) and isinstance(group.get("hooks"), list):
-            handlers = [handler for handler in group["hooks"] if not is_ours(handler)]
-            if len(handlers) < len(group["hooks"]):
-                removed += len(group["hooks"]) - len(handlers)
-                if not handlers:
-                    continue  # the group held only palazzo's handler: palazzo added it
-                group = group | {"hooks": handlers}
-        kept.append(group)
-    return kept, removed
+    return without_handlers(groups, is_ours)
 
 
 def install(path: Path, palazzo: Path) -> list[str]:

@@ -18,13 +18,14 @@ import json
 import os
 import re
 import shlex
-import time
 from pathlib import Path
 from typing import Any
 
 import tomlkit
 from tomlkit.exceptions import TOMLKitError
 from tomlkit.items import Array
+
+from palace.feeding.config_files import replace_keeping_mode, without_handlers
 
 CONFIG_NAME = "config.toml"
 HOOKS_NAME = "hooks.json"
@@ -324,33 +325,15 @@ def _hooks_text(data: dict[str, Any], indent: str) -> str:
     return json.dumps(data, indent=indent, ensure_ascii=False) + "\n"
 
 
-def _without_ours(groups: list[Any]) -> tuple[list[Any], int]:
-    kept, removed = [], 0
-    for group in groups:
-        if isinstance(group, dict) and isinstance(group.get("hooks"), list):
-            handlers = [handler for handler in group["hooks"] if not is_our_handler(handler)]
-            if len(handlers) < len(group["hooks"]):
-                removed += len(group["hooks"]) - len(handlers)
-                if not handlers:
-                    continue  # the group held only palazzo's handler: palazzo added it
-                group = group | {"hooks": handlers}
-        kept.append(group)
-    return kept, removed
-
-
 # ---------------------------------------------------------------------------------------------- both files
 
 
+def _without_ours(groups: list[Any]) -> tuple[list[Any], int]:
+    return without_handlers(groups, is_our_handler)
+
+
 def _save(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staged = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
-    try:
-        staged.write_text(text, encoding="utf-8")
-        if path.exists():
-            os.chmod(staged, path.stat().st_mode & 0o777)
-        os.replace(staged, path)  # Codex never reads a half-written file
-    finally:
-        staged.unlink(missing_ok=True)
+    replace_keeping_mode(path, text.encode("utf-8"))  # Codex never reads a half-written file
 
 
 def install(config_dir: Path, palazzo: Path) -> list[str]:

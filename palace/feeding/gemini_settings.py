@@ -21,10 +21,11 @@ import json
 import os
 import re
 import shlex
-import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+
+from palace.feeding.config_files import replace_keeping_mode, without_handlers
 
 SETTINGS_NAME = "settings.json"
 SERVER_NAME = "palazzo"
@@ -198,31 +199,15 @@ def _load(config_dir: Path) -> _Settings:
 
 
 def _save(settings: _Settings) -> None:
-    path = settings.path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staged = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
     try:
         raw = settings.layout.render(settings.data).encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate, read from a \ud800 escape: written back escaped
         raw = replace(settings.layout, ensure_ascii=True).render(settings.data).encode("utf-8")
-    staged.write_bytes(raw)
-    if path.exists():
-        os.chmod(staged, path.stat().st_mode & 0o777)
-    os.replace(staged, path)
+    replace_keeping_mode(settings.path, raw)
 
 
 def _without_ours(groups: list[Any]) -> tuple[list[Any], int]:
-    kept, removed = [], 0
-    for group in groups:
-        if isinstance(group, dict) and isinstance(group.get("hooks"), list):
-            handlers = [handler for handler in group["hooks"] if not is_ours(handler)]
-            if len(handlers) < len(group["hooks"]):
-                removed += len(group["hooks"]) - len(handlers)
-                if not handlers:
-                    continue  # the group held only palazzo's handler: palazzo added it
-                group = group | {"hooks": handlers}
-        kept.append(group)
-    return kept, removed
+    return without_handlers(groups, is_ours)
 
 
 def install(config_dir: Path, palazzo: Path) -> list[str]:

@@ -16,10 +16,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from palace.feeding.config_files import replace_keeping_mode
 
 SOURCE = Path(__file__).with_name("opencode") / "palazzo.js"
 PLUGIN_NAME = "palazzo.js"
@@ -231,13 +232,7 @@ def _read(path: Path) -> str | None:
 
 def _write(path: Path, text: str) -> None:
     """Replace the file atomically, keeping its mode; a symlinked config (dotfiles) is written through."""
-    target = path.resolve() if path.is_symlink() else path
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staged = target.with_name(f".{target.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
-    staged.write_bytes(text.encode("utf-8"))
-    if target.exists():
-        os.chmod(staged, target.stat().st_mode & 0o777)
-    os.replace(staged, target)
+    replace_keeping_mode(path.resolve() if path.is_symlink() else path, text.encode("utf-8"))
 
 
 def _indent_inside(text: str, node: _Node, fallback: str) -> str:
