@@ -11,10 +11,9 @@ from __future__ import annotations
 import json
 import re
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from tests.agents.model_server import Reply, Script
+from tests.agents.model_server import LoopbackServer, Reply, Script, ScriptedHandler
 
 MODEL = "gemini-2.5-flash"
 # One answer fits every JSON side request 0.61 makes (each schema ignores the others' keys): the numerical
@@ -124,7 +123,7 @@ def scripted(*steps: Script) -> Script:
     return answer
 
 
-class GeminiModelServer:
+class GeminiModelServer(LoopbackServer):
     """Serves POST /v1beta/models/<model>:<method> on 127.0.0.1 from a script; `requests` holds every body."""
 
     def __init__(self, script: Script) -> None:
@@ -134,10 +133,7 @@ class GeminiModelServer:
         self._lock = threading.Lock()
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
+        class Handler(ScriptedHandler):
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 try:
@@ -169,29 +165,12 @@ class GeminiModelServer:
             def do_GET(self) -> None:
                 self._json(200, {"models": [{"name": f"models/{MODEL}", "displayName": MODEL}]})
 
-            def _json(self, status: int, data: Any) -> None:
-                raw = json.dumps(data).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._listen(Handler)
 
     @property
     def url(self) -> str:
         """The base URL the CLI is pointed at (GOOGLE_GEMINI_BASE_URL)."""
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def __enter__(self) -> GeminiModelServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        return f"http://127.0.0.1:{self.port}"
 
     def agent_requests(self, tool: str) -> list[dict[str, Any]]:
         """The requests of the agent loop itself: those that offer the given tool."""

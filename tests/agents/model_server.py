@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 MODEL = "scripted-model"
 
@@ -142,7 +142,50 @@ def tool_result_text(body: dict[str, Any]) -> tuple[str, bool]:
     return text, bool(result.get("is_error"))
 
 
-class ModelServer:
+class ScriptedHandler(BaseHTTPRequestHandler):
+    """What every scripted model's request handler shares: no access log, JSON answers."""
+
+    # Answers that must end their connection (a client that reuses one would wait on it) set this.
+    close_after_json = False
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def _json(self, status: int, data: Any) -> None:
+        raw = json.dumps(data).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        if self.close_after_json:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(raw)
+        if self.close_after_json:
+            self.close_connection = True
+
+
+class LoopbackServer:
+    """A scripted model's HTTP server on 127.0.0.1, served from a thread while its `with` block runs."""
+
+    def _listen(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def port(self) -> int:
+        """The loopback port it listens on."""
+        return int(self._server.server_address[1])
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+class ModelServer(LoopbackServer):
     """Serves POST /v1/messages on 127.0.0.1 from a script; `requests` holds every body received."""
 
     def __init__(self, script: Script) -> None:
@@ -151,10 +194,7 @@ class ModelServer:
         self._lock = threading.Lock()
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
+        class Handler(ScriptedHandler):
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 try:
@@ -187,29 +227,12 @@ class ModelServer:
                 self.send_response(200)
                 self.end_headers()
 
-            def _json(self, status: int, data: Any) -> None:
-                raw = json.dumps(data).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._listen(Handler)
 
     @property
     def url(self) -> str:
         """The base URL a CLI is pointed at."""
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def __enter__(self) -> ModelServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        return f"http://127.0.0.1:{self.port}"
 
     def agent_requests(self, tool: str) -> list[dict[str, Any]]:
         """The requests of the agent loop itself: those that offer the given tool."""

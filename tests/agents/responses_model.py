@@ -14,10 +14,9 @@ import gzip
 import json
 import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from tests.agents.model_server import MODEL, Reply, Script
+from tests.agents.model_server import MODEL, LoopbackServer, Reply, Script, ScriptedHandler
 
 __all__ = ["MODEL", "Reply", "ResponsesServer", "Script", "all_text", "scripted", "tool_names", "tool_output"]
 
@@ -150,7 +149,7 @@ def _events(reply: Reply, body: dict[str, Any], number: int) -> list[dict[str, A
     ]
 
 
-class ResponsesServer:
+class ResponsesServer(LoopbackServer):
     """Serves POST /v1/responses on 127.0.0.1 from a script; `requests` holds every body received."""
 
     def __init__(self, script: Script) -> None:
@@ -159,11 +158,9 @@ class ResponsesServer:
         self._lock = threading.Lock()
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(ScriptedHandler):
             protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
+            close_after_json = True
 
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -194,31 +191,12 @@ class ResponsesServer:
             def do_GET(self) -> None:
                 self._json(200, {"object": "list", "data": [], "models": []})
 
-            def _json(self, status: int, data: Any) -> None:
-                raw = json.dumps(data).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                self.send_header("Connection", "close")
-                self.end_headers()
-                self.wfile.write(raw)
-                self.close_connection = True
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._listen(Handler)
 
     @property
     def url(self) -> str:
         """The base URL a provider's base_url is set to (…/v1)."""
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
-
-    def __enter__(self) -> ResponsesServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        return f"http://127.0.0.1:{self.port}/v1"
 
     def agent_requests(self, tool: str) -> list[dict[str, Any]]:
         """The requests of the agent loop itself: those that offer the given tool."""
