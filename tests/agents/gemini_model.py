@@ -13,6 +13,7 @@ import re
 import threading
 from typing import Any
 
+from tests.agents import model_server
 from tests.agents.model_server import LoopbackServer, Reply, Script, ScriptedHandler
 
 MODEL = "gemini-2.5-flash"
@@ -112,15 +113,7 @@ def asks_for_json(body: dict[str, Any]) -> bool:
 
 def scripted(*steps: Script) -> Script:
     """A script of agent steps: the n-th request offering a `*palace_find` tool gets steps[n] (others: text)."""
-    seen: list[int] = []
-
-    def answer(body: dict[str, Any]) -> Reply:
-        if not any(name.endswith("palace_find") for name in tool_names(body)):
-            return Reply(text="a reply without palazzo")
-        seen.append(1)
-        return steps[min(len(seen), len(steps)) - 1](body)
-
-    return answer
+    return model_server.scripted(*steps, offered=tool_names, side_text="a reply without palazzo")
 
 
 class GeminiModelServer(LoopbackServer):

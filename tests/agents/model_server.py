@@ -121,13 +121,21 @@ def _whole(reply: Reply, number: int) -> dict[str, Any]:
     }
 
 
-def scripted(*steps: Callable[[dict[str, Any]], Reply]) -> Script:
-    """A script of agent steps: the n-th request that offers palazzo's tools gets steps[n] (side requests: text)."""
+def scripted(
+    *steps: Callable[[dict[str, Any]], Reply],
+    offered: Callable[[dict[str, Any]], list[str]] | None = None,
+    side_text: str = "a title",
+) -> Script:
+    """A script of agent steps: the n-th request that offers palazzo's tools gets steps[n] (side requests: text).
+
+    offered reads the tool names a request offers in its API's dialect (default: the Messages API's).
+    """
     seen: list[int] = []
+    names = offered or tool_names
 
     def answer(body: dict[str, Any]) -> Reply:
-        if not any(name.endswith("palace_find") for name in tool_names(body)):
-            return Reply(text="a title")
+        if not any(name.endswith("palace_find") for name in names(body)):
+            return Reply(text=side_text)
         seen.append(1)
         return steps[min(len(seen), len(steps)) - 1](body)
 

@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from tests.agents import model_server
 from tests.agents.model_server import MODEL, LoopbackServer, Reply, Script, ScriptedHandler
 
 __all__ = ["MODEL", "Reply", "ResponsesServer", "Script", "all_text", "scripted", "tool_names", "tool_output"]
@@ -81,15 +82,7 @@ def tool_output(body: dict[str, Any]) -> str:
 
 def scripted(*steps: Callable[[dict[str, Any]], Reply]) -> Script:
     """A script of agent steps: the n-th request that offers palazzo's tools gets steps[n] (any other: text)."""
-    seen: list[int] = []
-
-    def answer(body: dict[str, Any]) -> Reply:
-        if not any(name.endswith("palace_find") for name in tool_names(body)):
-            return Reply(text="a title")
-        seen.append(1)
-        return steps[min(len(seen), len(steps)) - 1](body)
-
-    return answer
+    return model_server.scripted(*steps, offered=tool_names)
 
 
 def _output_item(reply: Reply, body: dict[str, Any], number: int) -> dict[str, Any]:
