@@ -197,5 +197,26 @@ def main() -> None:
     runtime.close_palace()
 
 
+def release_holder(data_dir: Path, timeout: float = 60.0) -> None:
+    """Ask data_dir's holder (palazzo holder, started by runmcp) to leave and wait until its lock is free,
+    so this process may open the embedded palace itself (one process per shard)."""
+    import fcntl
+
+    from palace.engine.holder import ask_to_leave
+
+    ask_to_leave(data_dir)
+    lock = data_dir / "holder.lock"
+    deadline = time.monotonic() + timeout
+    while lock.exists() and time.monotonic() < deadline:
+        with lock.open("a") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                time.sleep(0.1)
+                continue
+            fcntl.flock(handle, fcntl.LOCK_UN)
+            return
+
+
 if __name__ == "__main__":
     main()

@@ -33,7 +33,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.bench_core import make_texts, percentile  # noqa: E402  (stdlib only: runs under any client venv)
+from bench.bench_core import make_texts, percentile, release_holder  # noqa: E402  (stdlib only: runs under any client venv)
 
 SCHEMA: dict[str, Any] = {"category": "technical", "wing": "projects", "room": "bench", "hall": "facts"}
 CLIENTS = ("raw", "sdk2", "sdk1")
@@ -274,6 +274,7 @@ def worker_split(data_dir: Path, size: int, count: int) -> dict[str, Any]:
     from palace.reads import selectors
     from palace.writes import services
 
+    release_holder(data_dir)  # the clients' runmcp started a holder on this data dir: it must leave first
     palace = runtime.get_palace()
     # As in the server: audit records and usage events go to their background writers.
     audit.start_audit_writer()

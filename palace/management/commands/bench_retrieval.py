@@ -39,7 +39,7 @@ from django.db import connections
 from palace.engine import runtime
 from palace.errors import PalaceError
 from palace.reads import passages, selectors
-from palace.schema.forms import DEFAULT_FIND_LIMIT, DEFAULT_MAX_CHARS, MAX_FIND_LIMIT, MAX_MAX_CHARS, MIN_MAX_CHARS
+from palace.schema.forms import DEFAULT_FIND_LIMIT, MAX_FIND_LIMIT, MAX_MAX_CHARS, MIN_MAX_CHARS
 from palace.schema.vocabulary import active_vocabulary
 from palace.writes import services
 
@@ -273,6 +273,7 @@ class Command(BaseCommand):
             readers |= self._ceiling_readers(queries, evidence)
         found: dict[str, dict[str, int]] = {name: defaultdict(int) for name in readers}
         sizes: dict[str, list[int]] = {name: [] for name in readers}
+        envelopes: dict[str, list[int]] = {name: [] for name in readers}
         totals: dict[str, int] = defaultdict(int)
         started = time.perf_counter()
         for query in queries:
@@ -283,8 +284,10 @@ class Command(BaseCommand):
             for key in ("all", group):
                 totals[key] += len(turns)
             for name, read in readers.items():
-                text = json.dumps(passages.compact_answer(read(query)), ensure_ascii=False)
+                answer = passages.compact_answer(read(query))
+                text = json.dumps(answer, ensure_ascii=False)
                 sizes[name].append(len(text))
+                envelopes[name].append(len(text) - sum(_text_chars(result) for result in answer["results"]))
                 held = sum(1 for turn in turns if json.dumps(turn, ensure_ascii=False)[1:-1] in text)
                 for key in ("all", group):
                     found[name][key] += held
@@ -300,14 +303,16 @@ class Command(BaseCommand):
             self.stdout.write(f"{key:<16}{totals[key]:>6}{shares}")
         for label, pick in (("mean chars", _mean), ("p95 chars", _p95)):
             self.stdout.write(f"{label:<22}" + "".join(f"{pick(sizes[name]):>10.0f}" for name in readers))
+        shares = "".join(f"{sum(envelopes[name]) / max(1, sum(sizes[name])):>10.2f}" for name in readers)
+        self.stdout.write(f"{'envelope share':<22}{shares}")
         self.stdout.write(
             f"whole@5: whole memories, limit 5 (find's answer before passages); default: query and room only "
-            f"(limit {DEFAULT_FIND_LIMIT}, max_chars {DEFAULT_MAX_CHARS}). Ingest {ingest_seconds:.1f} s, "
-            f"queries {query_seconds:.1f} s"
+            f"(limit {DEFAULT_FIND_LIMIT}, max_chars by the page: passages.default_budget). "
+            f"Ingest {ingest_seconds:.1f} s, queries {query_seconds:.1f} s"
         )
         if options["ceiling"]:
             self.stdout.write(
-                f"oracle@N: find's page of N whole memories refitted to max_chars {DEFAULT_MAX_CHARS} by a scorer "
+                "oracle@N: find's page of N whole memories refitted to the default budget by a scorer "
                 "that takes the evidence turns first (what the page holds); lines@10: the page of "
                 f"{DEFAULT_FIND_LIMIT} refitted with a vector for every line (study only) and find's keyword and "
                 "rank weights"
@@ -372,9 +377,8 @@ class Command(BaseCommand):
         """A page of whole memories cut to the default budget by another unit scorer."""
         hits = [passages.Hit(rank=rank, memory=memory) for rank, memory in enumerate(page["results"])]
         envelope = {key: page[key] for key in ("count", "degraded", "degraded_reason")}
-        return passages.fit(
-            query=query["query"], hits=hits, envelope=envelope, max_chars=DEFAULT_MAX_CHARS, scorer=scorer
-        )
+        budget = passages.default_budget([str(memory["text"]) for memory in page["results"]])
+        return passages.fit(query=query["query"], hits=hits, envelope=envelope, max_chars=budget, scorer=scorer)
 
     def _report(
         self,
@@ -408,6 +412,11 @@ class Command(BaseCommand):
             f"MRR is over the first {MAX_FIND_LIMIT} results (find's limit). Ingest {ingest_seconds:.1f} s, "
             f"queries {query_seconds:.1f} s ({1000 * query_seconds / max(answered, 1):.1f} ms per find)"
         )
+
+
+def _text_chars(result: dict[str, Any]) -> int:
+    """A result's memory text as its answer's JSON text holds it (the rest of the answer is its envelope)."""
+    return len(json.dumps(result.get("text", ""), ensure_ascii=False))
 
 
 def _mean(values: list[int]) -> float:
