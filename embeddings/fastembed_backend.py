@@ -205,4 +205,10 @@ class FastEmbedEmbedder:
     def embed_queries(self, texts: Sequence[str]) -> Vectors:
         """Embed queries with the model's query prefix."""
         prefix = self._prefixes.query
-        return self._embed([prefix + text for text in texts] if prefix else texts)
+        queries = [prefix + text for text in texts] if prefix else list(texts)
+        if len(queries) == 1 and isinstance(self._model, ClsOnnxModel):  # a search's query: its fast session
+            try:
+                return normalise(np.asarray([self._model.embed_query(queries[0])], dtype=np.float32))
+            except Exception as exc:  # onnxruntime errors carry no common base class
+                raise EmbeddingError(f"embedding failed: {exc}") from exc
+        return self._embed(queries)

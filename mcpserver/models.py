@@ -112,27 +112,25 @@ class BatchResult(BaseModel):
     redactions: dict[str, int] = _redactions()
 
 
-class Span(BaseModel):
-    """Where a passage sits in its memory's text: characters [start, end)."""
-
-    start: int
-    end: int
-
-
 class Passaged(Memory):
     """A memory whose text may be cut to passages."""
 
     length: int | None = Field(None, description="Characters in the whole memory.")
-    passages: list[Span] | None = Field(
-        None, description="Present when text holds only these ranges of the memory, joined by […] lines."
+    passages: list[tuple[int, int]] | None = Field(
+        None,
+        description="Present when text holds only these [start, end) character ranges of the memory, joined by […] "
+        "lines.",
     )
 
 
-class FindResult(BaseModel):
+class FindResult(WithoutNulls):
     """palace_find: best matches first."""
 
     results: list[Passaged]
     count: int
+    shared: dict[str, str] | None = Field(
+        default=None, description="The filing (wing, room, hall, category, added_by) every result shares, said once."
+    )
     degraded: bool = Field(default=False, description="True when the embedder was unavailable: keyword (BM25) only.")
     degraded_reason: str | None = Field(default=None, description="Why the results are keyword-only, when degraded.")
     cut: str | None = Field(default=None, description="What max_chars left out, and how to read it.")

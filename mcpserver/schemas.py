@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from palace.reads.passages import BUDGET_HITS, BUDGET_SHARE, MAX_DEFAULT_CHARS, MIN_DEFAULT_CHARS
 from palace.schema.forms import (
     DEFAULT_BROWSE_MAX_CHARS,
     DEFAULT_FIND_LIMIT,
-    DEFAULT_MAX_CHARS,
     MAX_BATCH_ITEMS,
     MAX_BROWSE_LIMIT,
     MAX_DELETE_IDS,
@@ -191,11 +191,18 @@ def find(env: PalazzoEnvironment) -> Schema:
             "type": "integer",
             "minimum": MIN_MAX_CHARS,
             "maximum": MAX_MAX_CHARS,
-            "default": DEFAULT_MAX_CHARS,
-            "description": "Budget of the whole answer in characters; raise it to read more per call.",
+            "description": (
+                "Budget of the whole answer in characters; raise it to read more per call. Default: "
+                f"{round(100 * BUDGET_SHARE)}% of the first {BUDGET_HITS} results' whole text, "
+                f"{MIN_DEFAULT_CHARS}-{MAX_DEFAULT_CHARS}."
+            ),
         },
     }
     properties.update(filter_properties(env))
+    properties["all_fields"] = _boolean(
+        "Every field of each result (session, source_file, added_by ...), not the lean id, text, score, timestamp "
+        "and the filing that differs (what all share is in shared)."
+    )
     properties["recency_half_life_days"] = {
         "type": "number",
         "minimum": 0,

@@ -245,7 +245,7 @@ def run_recorded(
     try:
         try:
             data = output_model.model_validate(work()).model_dump(mode="json")
-            outcome = Outcome(ok=True, text=json.dumps(data, ensure_ascii=False), data=data)
+            outcome = Outcome(ok=True, text=json.dumps(data, ensure_ascii=False, separators=(",", ":")), data=data)
         except PalaceError as exc:
             outcome = Outcome(ok=False, text=exc.for_agent())
         except Exception:

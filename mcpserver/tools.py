@@ -153,7 +153,9 @@ TOOLS: tuple[ToolSpec, ...] = (
             "Search memories by meaning and keywords, best first (at most limit); use before answering from "
             "memory. A long memory comes back as the passages that match (text holds them joined by […] lines, "
             "passages their [start, end) and length the whole size); the answer stays within max_chars and cut "
-            "says what was left out. Read on with palace_recall (id, start, end). Filters are exact and combined; "
+            "says what was left out and how to read it (palace_recall with id, start, end). Each result is lean "
+            "(id, text, score, timestamp); the filing all share is said once in shared (all_fields: every field). "
+            "Filters are exact and combined; "
             "superseded memories are hidden unless include_superseded. score: relevance relative to a perfect "
             "match for this query, in (0, 1]; compare it only within one result list. No query: palace_browse."
         ),

@@ -12,6 +12,7 @@ merged into one passage. The budget's bounds are the find form's (palace.schema.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import json
 import math
@@ -29,6 +30,7 @@ WHOLE_CHARS = 800
 MAX_UNIT_CHARS = 600
 # Between two passages of one memory's text.
 ELISION = "\n[…]\n"
+ELISION_CHARS = len(json.dumps(ELISION, ensure_ascii=False)) - 2
 # How a unit is scored: its chunk's cosine to the query (the dense multivector the search already
 # ranked with), its BM25 for the query's words scaled so the page's best unit scores 1, and a prior
 # for its hit's rank (the first hit's units gain RANK_PRIOR, the second's half of that: 1 / rank).
@@ -43,6 +45,20 @@ KEYWORD_ONLY_PRIOR = 0.5
 # A fed exchange (palace.feeding) starts with its prompt: any passage of it comes with the prompt's
 # first unit, which says what the reply answers.
 EXCHANGE_PROMPT = "User: "
+EXCHANGE_REPLY = "\n\nAssistant: "
+TOOL_STEP = "\n\n[tool "
+# An exchange's conclusion (the reply's text after its last tool step) says what was found or done:
+# its lines gain this much over lines of the steps that led there. Chosen on the pi development
+# questions (bench/bench_passages.py) and checked on the held-out Claude Code ones.
+CONCLUSION_PRIOR = 0.1
+# find's default budget (no max_chars given): BUDGET_SHARE of the JSON text of its first BUDGET_HITS
+# memories whole (the page find answered before passages), at least MIN_DEFAULT_CHARS (a page of short
+# memories stays whole) and at most MAX_DEFAULT_CHARS. Chosen by the evidence-against-budget curves of
+# bench_retrieval --answer and bench/bench_passages.py (docs/benchmarks.md).
+BUDGET_HITS = 5
+BUDGET_SHARE = 0.5
+MIN_DEFAULT_CHARS = 6000
+MAX_DEFAULT_CHARS = 20000
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _SENTENCE_END = re.compile(r"(?<=[.!?…。])\s+")
@@ -133,17 +149,44 @@ def words(text: str) -> list[str]:
 
 
 def compact_answer(answer: dict[str, Any], *, key: str = "results") -> dict[str, Any]:
-    """An answer as the tool's text carries it: each memory (under key) without its null fields."""
-    return answer | {key: [_compact(memory) for memory in answer.get(key, [])]}
+    """An answer as the tool's text carries it: without null fields, its memories' (under key) included."""
+    return _compact(answer) | {key: [_compact(memory) for memory in answer.get(key, [])]}
 
 
 def answer_chars(answer: dict[str, Any], *, key: str = "results") -> int:
-    """The length of an answer's JSON text as an MCP client reads it."""
-    return len(json.dumps(compact_answer(answer, key=key), ensure_ascii=False))
+    """The length of an answer's JSON text as an MCP client reads it (compact, null fields left out)."""
+    return len(as_json(compact_answer(answer, key=key)))
+
+
+def as_json(value: Any) -> str:
+    """JSON text as the tools answer it: UTF-8 characters as they are, no spaces after separators."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _compact(memory: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in memory.items() if value is not None}
+
+
+def default_budget(texts: Sequence[str]) -> int:
+    """find's max_chars when the caller gives none: a share of its first memories' whole text, within bounds."""
+    whole = sum(len(as_json(text)) for text in texts[:BUDGET_HITS])
+    return min(MAX_DEFAULT_CHARS, max(MIN_DEFAULT_CHARS, round(BUDGET_SHARE * whole)))
+
+
+def conclusion_start(text: str) -> int | None:
+    """Where a fed exchange's conclusion starts (its reply's text after the last tool step); None otherwise."""
+    if not text.startswith(EXCHANGE_PROMPT):
+        return None
+    reply = text.find(EXCHANGE_REPLY)
+    if reply < 0:
+        return None
+    last_step = text.rfind(TOOL_STEP, reply)
+    if last_step < 0 and text.startswith(TOOL_STEP[2:], reply + len(EXCHANGE_REPLY)):  # the reply opens with a step
+        last_step = reply + len(EXCHANGE_REPLY) - 2
+    if last_step < 0:
+        return reply + 2  # no tools: the whole reply concludes
+    after = text.find("\n\n", last_step + len(TOOL_STEP))
+    return None if after < 0 else after + 2
 
 
 def fit(
@@ -163,6 +206,11 @@ def fit(
     scorer replaces the find's own unit scores (benchmarks only).
     """
     texts = [str(hit.memory.get("text") or "") for hit in hits]
+    # The page fits whole (short memories, or a budget as large as the page): nothing to choose.
+    page = [_shaped(hit.memory, text, [], whole=True) for hit, text in zip(hits, texts)]
+    answer = envelope | {key: page, "count": len(page), "cut": None}
+    if answer_chars(answer, key=key) <= max_chars:
+        return answer
     units: list[Unit] = []
     whole: set[int] = set()
     for index, text in enumerate(texts):
@@ -180,17 +228,23 @@ def fit(
         ranks = [hits[unit.hit].rank for unit in units]
         if scorer is None:
             scores = _scores(query, pieces, ranks, [hits[unit.hit].dense_at(unit.start) for unit in units])
+            conclusions = [conclusion_start(text) for text in texts]
+            for i, unit in enumerate(units):
+                begins = conclusions[unit.hit]
+                if begins is not None and unit.start >= begins and unit.hit not in whole:
+                    scores[i] += CONCLUSION_PRIOR
         else:
             scores = list(scorer(query, pieces, ranks))
     order = sorted(range(len(units)), key=lambda i: (-scores[i], units[i].hit, units[i].start))
     score_of = {unit: scores[i] for i, unit in enumerate(units)}
     chosen: dict[int, list[Unit]] = {}
-    spent = answer_chars(envelope | {key: [], "cut": _cut_note(len(hits), len(hits))}, key=key)
+    every_id = [hit.memory.get("id") for hit in hits]
+    spent = answer_chars(envelope | {key: [], "cut": _cut_note(every_id, len(hits), max_chars)}, key=key)
     # What a hit costs before its first passage: its fields as JSON (computed once, not per unit considered).
     shells = [
-        len(json.dumps(_compact(_shaped(hit.memory, texts[index], [], index in whole)), ensure_ascii=False)) + 2
-        for index, hit in enumerate(hits)
+        len(as_json(_compact(_shaped(hit.memory, texts[index], [], whole=False)))) + 1 for index, hit in enumerate(hits)
     ]
+    spans: dict[int, list[list[int]]] = {}  # each hit's passages so far, merged as _shaped merges them
     for i in order:
         unit = units[i]
         taking = [unit]
@@ -198,26 +252,30 @@ def fit(
         if unit.hit not in chosen and head is not unit and texts[unit.hit].startswith(EXCHANGE_PROMPT):
             taking.insert(0, head)
         taking = [piece for piece in taking if piece not in chosen.get(unit.hit, ())]
-        # Each piece as JSON, the elision before it and its {"start": .., "end": ..} entry.
-        cost = sum(
-            len(json.dumps(texts[piece.hit][piece.start : piece.end], ensure_ascii=False)) + len(ELISION) + 32
-            for piece in taking
-        )
-        if unit.hit not in chosen:
-            cost += shells[unit.hit]
-        if not taking or spent + cost > max_chars:
+        if not taking:
+            continue
+        cost = 0 if unit.hit in chosen else shells[unit.hit]
+        merged = [list(span) for span in spans.get(unit.hit, [])]
+        for piece in taking:
+            if unit.hit in whole:
+                cost += len(as_json(texts[unit.hit])) - 2
+            else:
+                cost += _added_chars(texts[unit.hit], merged, piece)
+        if spent + cost > max_chars:
             continue
         spent += cost
+        spans[unit.hit] = merged
         chosen.setdefault(unit.hit, []).extend(taking)
     while True:
         kept = [index for index in range(len(hits)) if index in chosen]
         if query is None:  # a listing keeps a prefix of its page: what follows comes on the next page
             kept = [index for position, index in enumerate(kept) if index == position]
         results = [_shaped(hits[index].memory, texts[index], chosen[index], index in whole) for index in kept]
-        omitted = len(hits) - len(results)
+        left_out = [hit.memory.get("id") for index, hit in enumerate(hits) if index not in kept]
         shortened = sum(1 for result in results if "passages" in result)
         answer = envelope | {key: results, "count": len(results)}
-        answer["cut"] = _cut_note(omitted, shortened, listing=query is None) if omitted or shortened else None
+        note = left_out or shortened
+        answer["cut"] = _cut_note(left_out, shortened, max_chars, listing=query is None) if note else None
         if answer_chars(answer, key=key) <= max_chars or not chosen:
             return answer
         # The estimate ran over (JSON escapes, merged passages): give back the weakest unit.
@@ -230,25 +288,53 @@ def fit(
             del chosen[weakest.hit]
 
 
-def _cut_note(omitted: int, shortened: int, *, listing: bool = False) -> str:
-    # Short on purpose: every character of it is one the answer's passages cannot use.
+def _added_chars(text: str, spans: list[list[int]], piece: Unit) -> int:
+    """What adding piece to a memory's passages (spans, merged in place) adds to its JSON: its text, and the
+    elision and [start,end] entry of a new passage, or the text between it and the passages it joins."""
+    at = bisect.bisect_left([start for start, _ in spans], piece.start)
+    left = spans[at - 1] if at > 0 else None
+    right = spans[at] if at < len(spans) else None
+    joins_left = left is not None and not text[left[1] : piece.start].strip()
+    joins_right = right is not None and not text[piece.end : right[0]].strip()
+    start = left[1] if joins_left and left is not None else piece.start
+    end = right[0] if joins_right and right is not None else piece.end
+    cost = len(as_json(text[start:end])) - 2
+    if joins_left and left is not None and joins_right and right is not None:
+        left[1] = right[1]
+        del spans[at]
+        return cost - ELISION_CHARS - len(as_json(right)) - 1
+    if joins_left and left is not None:
+        left[1] = piece.end
+        return cost
+    if joins_right and right is not None:
+        right[0] = piece.start
+        return cost
+    spans.insert(at, [piece.start, piece.end])
+    # the first passage adds the passages key; each later one an elision in text and a comma in the list
+    extra = len('"passages":[],') if len(spans) == 1 else ELISION_CHARS + 1
+    return cost + len(as_json([piece.start, piece.end])) + extra
+
+
+def _cut_note(left_out: Sequence[Any], shortened: int, max_chars: int, *, listing: bool = False) -> str:
+    # Short on purpose: every character of it is one the answer's passages cannot use. It says exactly
+    # how to read what is not here: around a passage, a whole memory, the ids left out, a larger budget.
     parts = []
     if shortened:
-        parts.append(f"{shortened} {'memory' if shortened == 1 else 'memories'} cut to passages")
-    if omitted:
-        parts.append(f"{omitted} more {'on the next page' if listing else 'left out'}")
-    return (
-        ", ".join(parts) + " to fit max_chars; read on with palace_recall (id, start, end) or ask with a larger "
-        f"max_chars (up to {MAX_MAX_CHARS}) or a smaller limit."
-    )
+        parts.append(
+            f"{shortened} cut to passages (palace_recall with id, start, end reads around one; the id alone all)"
+        )
+    if left_out:
+        ids = ",".join(str(memory_id) for memory_id in left_out)
+        parts.append(f"{len(left_out)} more on the next page" if listing else f"{len(left_out)} left out: ids [{ids}]")
+    return f"max_chars {max_chars}: " + "; ".join(parts) + f"; up to {MAX_MAX_CHARS} reads more in one call."
 
 
 def _shaped(memory: dict[str, Any], text: str, units: list[Unit], whole: bool) -> dict[str, Any]:
-    """The memory with text cut to its units' passages (merged where they touch) and their offsets."""
+    """The memory with text cut to its units' passages (merged where they touch) and their [start, end)."""
     shaped = dict(memory)
     shaped["length"] = len(text)
     if whole or not units:
-        if not units:
+        if not units and not whole:
             shaped["text"] = ""
         return shaped
     spans: list[list[int]] = []
@@ -260,7 +346,7 @@ def _shaped(memory: dict[str, Any], text: str, units: list[Unit], whole: bool) -
     if len(spans) == 1 and spans[0] == [0, len(text)]:
         return shaped
     shaped["text"] = ELISION.join(text[start:end] for start, end in spans)
-    shaped["passages"] = [{"start": start, "end": end} for start, end in spans]
+    shaped["passages"] = spans
     return shaped
 
 

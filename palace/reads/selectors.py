@@ -66,6 +66,7 @@ def find(
     recency_half_life_days: Any = None,
     include_superseded: Any = None,
     max_chars: Any = None,
+    all_fields: Any = None,
     ranking: str = HYBRID,
     whole: bool = False,
     actor: str = "",
@@ -73,12 +74,15 @@ def find(
 ) -> dict[str, Any]:
     """Hybrid (dense + BM25) search with filters, recency and superseded hiding; passages within max_chars.
 
-    whole=True answers whole memories without a budget (ranking benchmarks, exports).
+    Each result is lean (LEAN_KEYS, the filing every result shares said once in `shared`) unless
+    all_fields. whole=True answers whole memories with every field and no budget (ranking benchmarks,
+    the admin).
     """
     raw = {
         "query": query,
         "limit": limit,
         "max_chars": max_chars,
+        "all_fields": all_fields,
         "wing": wing,
         "category": category,
         "room": room,
@@ -95,6 +99,48 @@ def find(
             hint = ["is required; to list memories without one, use palace_browse"]
             raise InvalidInput(exc.errors | {"query": hint}) from None
         raise
+    palace, plan, results, envelope = _search(fields, ranking=ranking, wings=wings)
+    if whole:
+        answer = envelope | {"results": results}
+    else:
+        budget, envelope, results = _prepared(fields, results, envelope)
+        answer = passages.fit(
+            query=fields["query"], hits=passage_hits(palace, plan, results), envelope=envelope, max_chars=budget
+        )
+    audit.record_read(
+        operation="find",
+        actor=actor,
+        query=fields["query"],
+        filters=_audited_filters(fields) | _passages_read(answer["results"]),
+        result_ids=[memory["id"] for memory in answer["results"]],
+        degraded=answer["degraded"],
+    )
+    return answer
+
+
+# What each result of a find keeps (unless all_fields): enough to cite it (id, where, when), to weigh it
+# and to read on (its span, added by passages). The filing every result shares is said once.
+LEAN_KEYS = ("id", "text", "score", "timestamp")
+SHARED_KEYS = ("wing", "room", "hall", "category", "added_by")
+# Kept whenever set: a reader must not miss that a memory was corrected or expires.
+HISTORY_KEYS = ("valid_from", "valid_until", "superseded_by", "superseded_reason", "supersedes", "expires_at")
+
+
+def lean(results: list[dict[str, Any]]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The filing all results share (said once) and each result with LEAN_KEYS, its own filing and history."""
+    shared = {
+        key: results[0][key]
+        for key in SHARED_KEYS
+        if len(results) > 1 and results[0].get(key) is not None and all(m.get(key) == results[0][key] for m in results)
+    }
+    kept = (*LEAN_KEYS, *(key for key in SHARED_KEYS if key not in shared), *HISTORY_KEYS)
+    return shared, [{key: memory.get(key) for key in kept} for memory in results]
+
+
+def _search(
+    fields: dict[str, Any], *, ranking: str, wings: scope.Wings
+) -> tuple[Palace, retrieval.SearchPlan, list[dict[str, Any]], dict[str, Any]]:
+    """The page of whole memories a find answers from, best first, and the answer's envelope."""
     palace = get_palace()
     now = utc_now()
     memory_filter = MemoryFilter(
@@ -129,27 +175,32 @@ def find(
         "degraded": plan.degraded_reason is not None,
         "degraded_reason": plan.degraded_reason,
     }
-    if whole:
-        answer = envelope | {"results": results}
-    else:
-        answer = passages.fit(
-            query=fields["query"],
-            hits=_passage_hits(palace, plan, results),
-            envelope=envelope,
-            max_chars=fields["max_chars"],
-        )
-    audit.record_read(
-        operation="find",
-        actor=actor,
-        query=fields["query"],
-        filters=_audited_filters(fields) | _passages_read(answer["results"]),
-        result_ids=[memory["id"] for memory in answer["results"]],
-        degraded=answer["degraded"],
-    )
-    return answer
+    return palace, plan, results, envelope
 
 
-def _passage_hits(palace: Palace, plan: retrieval.SearchPlan, results: list[dict[str, Any]]) -> list[passages.Hit]:
+def _prepared(
+    fields: dict[str, Any], results: list[dict[str, Any]], envelope: dict[str, Any]
+) -> tuple[int, dict[str, Any], list[dict[str, Any]]]:
+    """The budget of a find's answer, its envelope and its results as they are cut: lean unless all_fields."""
+    budget = fields["max_chars"] or passages.default_budget([str(memory["text"] or "") for memory in results])
+    if fields["all_fields"]:
+        return budget, envelope, results
+    shared, results = lean(results)
+    return budget, envelope | {"shared": shared or None}, results
+
+
+def find_page(
+    *, query: Any, room: Any = None, limit: Any = None, max_chars: Any = None, ranking: str = HYBRID
+) -> tuple[int, dict[str, Any], list[passages.Hit]]:
+    """Find's budget, envelope and page as hits to cut, before they are cut (benchmarks refit them)."""
+    raw = {"query": query, "room": room, "limit": limit, "max_chars": max_chars}
+    fields = FindForm({key: value for key, value in raw.items() if value is not None}).parsed()
+    palace, plan, results, envelope = _search(fields, ranking=ranking, wings=None)
+    budget, envelope, results = _prepared(fields, results, envelope)
+    return budget, envelope, passage_hits(palace, plan, results)
+
+
+def passage_hits(palace: Palace, plan: retrieval.SearchPlan, results: list[dict[str, Any]]) -> list[passages.Hit]:
     """The page's memories with the query cosine of each of their dense chunks, where they have them."""
     query = plan.dense_query
     # Short memories need no cutting, but they compete with long ones' passages for the budget, on one scale.
@@ -171,9 +222,7 @@ def _passage_hits(palace: Palace, plan: retrieval.SearchPlan, results: list[dict
 def _passages_read(results: list[dict[str, Any]]) -> dict[str, Any]:
     """For the audit: which [start, end) ranges of each shortened memory the answer held."""
     read = {
-        str(memory["id"]): [[span["start"], span["end"]] for span in memory["passages"]]
-        for memory in results
-        if memory.get("passages")
+        str(memory["id"]): [list(span) for span in memory["passages"]] for memory in results if memory.get("passages")
     }
     return {"passages": read} if read else {}
 
@@ -320,9 +369,7 @@ def recall(
         memories.append(memory)
     filters: dict[str, Any] = {"ids": fields["ids"]}
     if fields["ranged"] and memories:
-        filters["passages"] = {
-            str(memory["id"]): [[span["start"], span["end"]] for span in memory["passages"]] for memory in memories
-        }
+        filters["passages"] = {str(memory["id"]): [list(span) for span in memory["passages"]] for memory in memories}
     audit.record_read(operation=operation, actor=actor, filters=filters, result_ids=[point.id for point in points])
     return {"memories": memories, "missing": [memory_id for memory_id in fields["ids"] if memory_id not in found]}
 
@@ -338,7 +385,7 @@ def _range_of(text: str, start: int | None, end: int | None) -> dict[str, Any]:
         raise InvalidInput.single("end", f"must be at most the memory's length ({length})")
     if last <= first:
         raise InvalidInput.single("end", f"must be greater than start ({first})")
-    return {"text": text[first:last], "length": length, "passages": [{"start": first, "end": last}]}
+    return {"text": text[first:last], "length": length, "passages": [[first, last]]}
 
 
 def _expired(payload: dict[str, Any], now: datetime) -> bool:

@@ -39,8 +39,8 @@ MAX_FIND_LIMIT = 20
 # A find answers passages in rank order within a budget (palace.reads.passages), so its page can be
 # longer than when it answered whole memories.
 DEFAULT_FIND_LIMIT = 10
-# The budget of a find's answer, in characters of its JSON text: about 1,500 tokens by default.
-DEFAULT_MAX_CHARS = 6000
+# The budget of a find's answer is in characters of its JSON text; without one it follows the page
+# (palace.reads.passages.default_budget).
 MIN_MAX_CHARS = 2000
 # A listing shows each memory's opening first: a page of 20 fed exchanges in about 2,000 tokens.
 DEFAULT_BROWSE_MAX_CHARS = 8000
@@ -437,7 +437,9 @@ class FindForm(FilterFields):
     query = TextField()
     limit = StrictIntegerField(minimum=1, maximum=MAX_FIND_LIMIT, default=DEFAULT_FIND_LIMIT)
     recency_half_life_days = HalfLifeField(required=False)
-    max_chars = StrictIntegerField(minimum=MIN_MAX_CHARS, maximum=MAX_MAX_CHARS, default=DEFAULT_MAX_CHARS)
+    # None: the budget follows the page (palace.reads.passages.default_budget).
+    max_chars = StrictIntegerField(minimum=MIN_MAX_CHARS, maximum=MAX_MAX_CHARS, required=False)
+    all_fields = StrictBooleanField()
 
 
 class BrowseCursor(forms.Field):

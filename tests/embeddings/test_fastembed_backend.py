@@ -122,3 +122,17 @@ def test_it_says_where_a_builtin_model_is_expected_when_it_cannot_be_fetched(
     with pytest.raises(ModelNotFoundError) as caught:
         FastEmbedEmbedder(model_name="nomic-ai/nomic-embed-text-v1.5-Q", models_dir=tmp_path, cache_dir=tmp_path)
     assert "FASTEMBED_CACHE_DIR" in str(caught.value) and str(tmp_path) in str(caught.value)
+
+
+def test_it_runs_a_query_on_a_session_of_its_own_with_every_thread(
+    embedder: FastEmbedEmbedder, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # A search waits for its query's one short run: it may use both cores; stores keep one thread per run.
+    model = embedder._model
+    assert model._query_session is not model._session
+    assert model._query_session.get_session_options().intra_op_num_threads == 2
+    assert model._session.get_session_options().intra_op_num_threads == 1
+    text = "which disks does the NAS use"
+    assert np.array_equal(embedder.embed_queries([text])[0], embedder.embed_documents([text])[0])
+    single = FastEmbedEmbedder(models_dir=tmp_path_factory.mktemp("models"), threads=1)
+    assert single._model._query_session is single._model._session, "one thread: one session, no second copy"

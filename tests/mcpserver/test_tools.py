@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import uuid
+from pathlib import Path
 from typing import Any
 
+import anyio
 import jsonschema
 import pytest
+from mcp import Client
 
 from palazzo_site.environment import DEFAULT_CATEGORIES, DEFAULT_HALLS, DEFAULT_WINGS
-from tests.mcpserver.conftest import Palazzo
+from tests.mcpserver.conftest import CLIENT_INFO, Palazzo, migrate, stdio_parameters
 
 ALL_TOOLS = {
     "palace_store",
@@ -70,7 +73,8 @@ def test_it_lists_the_eleven_tools_with_schemas_and_annotations(palazzo: Palazzo
     limit = tools["palace_find"].input_schema["properties"]["limit"]
     assert (limit["minimum"], limit["maximum"], limit["default"]) == (1, 20, 10)
     budget = tools["palace_find"].input_schema["properties"]["max_chars"]
-    assert (budget["minimum"], budget["maximum"], budget["default"]) == (2000, 100_000, 6000)
+    assert (budget["minimum"], budget["maximum"]) == (2000, 100_000) and "default" not in budget
+    assert "50% of the first 5 results' whole text, 6000-20000" in budget["description"]
     recall = tools["palace_recall"].input_schema["properties"]
     assert recall["start"]["minimum"] == 0 and recall["end"]["minimum"] == 0
     items = tools["palace_store_batch"].input_schema["properties"]["items"]
@@ -92,10 +96,26 @@ def test_it_keeps_tools_list_within_4000_tokens_with_output_schemas_of_one_subsc
         assert tool.output_schema is not None and set(tool.output_schema) == {"type", "required"}, tool.name
         jsonschema.Draft202012Validator.check_schema(tool.output_schema)
     find = next(tool for tool in listed.tools if tool.name == "palace_find").output_schema
-    assert find is not None and find["required"] == ["results", "count", "degraded", "degraded_reason", "cut"]
+    assert find is not None and find["required"] == ["results", "count", "degraded"]
     answer = palazzo.call("palace_find", {"query": "anything at all", "limit": 3})
     assert not answer.is_error and answer.structured_content is not None
     jsonschema.validate(answer.structured_content, find)  # every key a result carries is named
+    # A lean answer cut to passages, with the filing its results share said once and a cut note, validates too.
+    room = unique("lean-room")
+    palazzo.ok(
+        "palace_store_batch",
+        {
+            "items": [
+                memory("\n".join(f"Line {k}: the lighthouse keeper logged {k} ships." for k in range(300)), room=room),
+                memory("The lighthouse keeper also kept a ledger of storms.", room=room),
+            ]
+        },
+    )
+    cut = palazzo.call("palace_find", {"query": "lighthouse ships", "room": room, "max_chars": 2000})
+    content = cut.structured_content
+    assert not cut.is_error and content is not None
+    assert content["shared"]["room"] == room and content["cut"] and any("passages" in r for r in content["results"])
+    jsonschema.validate(content, find)
     for missing in find["required"]:
         without = {key: value for key, value in answer.structured_content.items() if key != missing}
         with pytest.raises(jsonschema.ValidationError):
@@ -135,7 +155,25 @@ def test_it_leaves_a_memorys_unset_fields_out_of_every_result_and_keeps_the_set_
     assert "superseded_by" not in by_id[new["memory"]["id"]]
     found = palazzo.ok("palace_find", {"query": "cache TTL", "limit": 5})
     assert found["results"] and all(None not in hit.values() for hit in found["results"])
-    assert found["degraded_reason"] is None  # outside a memory, a null field stays
+    assert "degraded_reason" not in found  # the answer leaves its null fields out too
+
+
+def test_it_answers_lean_results_and_every_field_on_request(palazzo: Palazzo) -> None:
+    room = unique("provenance").replace(" ", "-")[:40]
+    texts = [unique(f"The build cache lives on volume {k}") for k in range(2)]
+    extra = {"session": "sess-1", "source_file": "/home/dev/notes/build.md"}
+    stored = [palazzo.ok("palace_store", memory(text, room=room, **extra)) for text in texts]
+    lean = palazzo.ok("palace_find", {"query": "build cache volume", "room": room})
+    assert lean["shared"] == {"wing": "projects", "room": room, "hall": "facts", "category": "technical"} | {
+        "added_by": stored[0]["added_by"]
+    }
+    for result in lean["results"]:
+        assert set(result) == {"id", "text", "score", "timestamp", "length"}, "id, what, how close, when, size"
+    full = palazzo.ok("palace_find", {"query": "build cache volume", "room": room, "all_fields": True})
+    assert "shared" not in full
+    assert {result["source_file"] for result in full["results"]} == {"/home/dev/notes/build.md"}
+    assert {result["session"] for result in full["results"]} == {"sess-1"}
+    assert "must be true or false" in palazzo.error("palace_find", {"query": "x", "all_fields": "yes"})
 
 
 def test_it_returns_the_existing_memory_when_the_same_text_is_stored_again(palazzo: Palazzo) -> None:
@@ -162,7 +200,7 @@ def test_it_filters_find_by_since_and_until(palazzo: Palazzo) -> None:
     text = unique("Backups are verified every night at 02:00")
     stored = palazzo.ok("palace_store", memory(text))
     future = palazzo.ok("palace_find", {"query": text, "since": "2100-01-01T00:00:00Z"})
-    assert future == {"results": [], "count": 0, "degraded": False, "degraded_reason": None, "cut": None}
+    assert future == {"results": [], "count": 0, "degraded": False}
     window = palazzo.ok(
         "palace_find", {"query": text, "since": "2020-01-01T00:00:00Z", "until": "2100-01-01T00:00:00Z"}
     )
@@ -416,3 +454,33 @@ def test_it_supersedes_with_only_the_new_text_and_keeps_the_rest(palazzo: Palazz
         assert new[key] == old[key], key
     message = palazzo.error("palace_supersede", {"supersedes": [old["id"]], "text": "no reason"})
     assert message.startswith("[invalid_input] reason:")
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_it_answers_a_cut_lean_find_that_validates_in_each_client_mode(tmp_path: Path, mode: str) -> None:
+    # The SDK client validates structured content against the outputSchema in both of its modes (the
+    # per-request envelope era and the initialize one): a find with passages, shared filing and a cut note.
+    data_dir = tmp_path / "data"
+    migrate(data_dir)
+
+    async def run() -> tuple[Any, Any]:
+        async with Client(
+            stdio_parameters(data_dir), mode=mode, client_info=CLIENT_INFO, read_timeout_seconds=120
+        ) as client:
+            long = "\n".join(f"Line {k}: the harbour pilot boarded {k} ships at dawn." for k in range(400))
+            items = [memory(long, room="harbour"), memory("The harbour pilot keeps a tide table.", room="harbour")]
+            stored = await client.call_tool("palace_store_batch", {"items": items})
+            assert not stored.is_error
+            listed = await client.list_tools()
+            schema = next(tool.output_schema for tool in listed.tools if tool.name == "palace_find")
+            return schema, await client.call_tool("palace_find", {"query": "pilot boarded ships", "room": "harbour"})
+
+    schema, found = anyio.run(run)
+    assert not found.is_error and found.structured_content is not None
+    content = found.structured_content
+    jsonschema.validate(content, schema)
+    budget = int(content["cut"].split(":")[0].removeprefix("max_chars "))
+    assert content["shared"]["room"] == "harbour" and 6000 <= budget <= 20000, "the default follows the page"
+    assert len(found.content[0].text) <= budget  # type: ignore[union-attr]
+    assert any(result.get("passages") for result in content["results"])
+    assert json.loads(found.content[0].text) == content

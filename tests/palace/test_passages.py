@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import itertools
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
+from mcpserver.models import FindResult
 from palace.engine import embedding
 from palace.engine.embedding import chunk_spans
 from palace.engine.points import embed_deferred
@@ -20,7 +22,7 @@ from palace.errors import InvalidInput
 from palace.models import AuditRecord
 from palace.reads import passages, selectors
 from palace.reads.passages import ELISION, MAX_UNIT_CHARS, WHOLE_CHARS, Hit, fit, units_of
-from palace.schema.forms import DEFAULT_MAX_CHARS, MAX_MAX_CHARS, MIN_MAX_CHARS
+from palace.schema.forms import MAX_MAX_CHARS, MIN_MAX_CHARS
 from palace.writes import services
 from tests.mcpserver.conftest import connect, stdio_parameters
 from tests.palace.helpers import memory
@@ -88,7 +90,7 @@ def test_it_holds_the_budget_for_any_query_and_any_memories(query: str, texts: l
         if "passages" not in result:
             assert result["text"] == text, "a memory without passages comes back whole"
             continue
-        spans = [(span["start"], span["end"]) for span in result["passages"]]
+        spans = [(start, end) for start, end in result["passages"]]
         assert [text[start:end] for start, end in spans] == _segments(result)
     ranks = [result["id"] for result in answer["results"]]
     assert ranks == sorted(ranks), "results keep their rank order"
@@ -114,9 +116,10 @@ def test_it_answers_a_long_memory_with_its_matching_passages(conversation: dict[
     assert "painted that sunrise over the lake" in long["text"]
     assert len(long["text"]) < conversation["length"]
     whole = "\n".join(CONVERSATION)
-    for span, segment in zip(long["passages"], _segments(long)):
-        assert whole[span["start"] : span["end"]] == segment, "every passage names its exact position"
-    assert passages.answer_chars(answer) <= DEFAULT_MAX_CHARS
+    for (start, end), segment in zip(long["passages"], _segments(long)):
+        assert whole[start:end] == segment, "every passage names its exact position"
+    budget, _, _ = selectors.find_page(query="When did Melanie paint the sunrise over the lake?", room="friends")
+    assert passages.answer_chars(answer) <= budget == passages.MIN_DEFAULT_CHARS
     assert long["score"] > 0 and "cut" in answer
 
 
@@ -129,7 +132,7 @@ def test_it_returns_a_short_memory_whole(conversation: dict[str, int]) -> None:
 
 def test_it_answers_whole_memories_within_a_larger_budget(conversation: dict[str, int]) -> None:
     answer = selectors.find(query="sunrise", room="friends", max_chars=MAX_MAX_CHARS)
-    assert len("\n".join(CONVERSATION)) > DEFAULT_MAX_CHARS
+    assert len("\n".join(CONVERSATION)) > passages.MIN_DEFAULT_CHARS
     assert {result["text"] for result in answer["results"]} >= {"\n".join(CONVERSATION)}
     assert answer["cut"] is None
 
@@ -148,7 +151,7 @@ def test_it_recalls_exactly_a_range(conversation: dict[str, int]) -> None:
     whole = "\n".join(CONVERSATION)
     found = selectors.recall(ids=[conversation["long"]], start=100, end=250)["memories"][0]
     assert found["text"] == whole[100:250]
-    assert found["passages"] == [{"start": 100, "end": 250}] and found["length"] == len(whole)
+    assert found["passages"] == [[100, 250]] and found["length"] == len(whole)
     tail = selectors.recall(ids=[conversation["long"]], start=len(whole) - 10)["memories"][0]
     assert tail["text"] == whole[-10:]
 
@@ -187,9 +190,7 @@ def test_it_audits_the_passages_it_read(conversation: dict[str, int]) -> None:
     selectors.recall(ids=[conversation["long"]], start=0, end=40, actor="auditor")
     rows = list(AuditRecord.objects.filter(actor="auditor").order_by("id"))
     long = next(result for result in answer["results"] if result["id"] == conversation["long"])
-    assert rows[0].filters["passages"] == {
-        str(conversation["long"]): [[span["start"], span["end"]] for span in long["passages"]]
-    }
+    assert rows[0].filters["passages"] == {str(conversation["long"]): long["passages"]}
     assert rows[1].filters["passages"] == {str(conversation["long"]): [[0, 40]]}
 
 
@@ -205,12 +206,13 @@ def test_it_keeps_palace_find_within_the_budget_over_mcp(tmp_path: Path) -> None
             arguments: dict[str, Any] = {"query": query} | ({"max_chars": budget} if budget else {})
             result = client.call("palace_find", arguments)
             text = result.content[0].text  # type: ignore[union-attr]
-            assert len(text) <= (budget or DEFAULT_MAX_CHARS)
             found = json.loads(text)
+            applied = int(found["cut"].split(":")[0].removeprefix("max_chars "))
+            assert len(text) <= applied == (budget or applied) <= passages.MAX_DEFAULT_CHARS
             assert found["results"] and any("passages" in memory for memory in found["results"])
             first = next(memory for memory in found["results"] if "passages" in memory)
-            span = first["passages"][0]
-            ranged = client.ok("palace_recall", {"ids": [first["id"]], "start": span["start"], "end": span["end"]})
+            start, end = first["passages"][0]
+            ranged = client.ok("palace_recall", {"ids": [first["id"]], "start": start, "end": end})
             assert ranged["memories"][0]["text"] == _segments(first)[0]
 
 
@@ -240,7 +242,7 @@ def test_it_cuts_passages_of_a_memory_with_older_windows_by_words_until_rebuild_
     answer = selectors.find(query="Which necklace did Caroline's grandmother give her?", room="friends")
     result = next(result for result in answer["results"] if result["id"] == stored["id"])
     assert "necklace from Sweden" in result["text"] and result["passages"]
-    assert passages.answer_chars(answer) <= DEFAULT_MAX_CHARS
+    assert passages.answer_chars(answer) <= passages.MIN_DEFAULT_CHARS
     services.rebuild()  # opens the palace again, on the rebuilt store
     rebuilt = get_palace().store.chunk_vectors([stored["id"]])[stored["id"]]
     assert len(rebuilt) == len(chunk_spans(text))
@@ -251,7 +253,7 @@ def test_it_prefers_the_passage_whose_chunk_matches_by_meaning() -> None:
     middle = len("\n".join(["alpha beta"] * 200)) + 1
     hit = Hit(rank=0, memory={"id": 1, "text": text}, chunks=((0, middle - 1, 0.2), (middle, len(text), 0.9)))
     answer = fit(query="nothing in common", hits=[hit], envelope={"count": 1}, max_chars=MIN_MAX_CHARS)
-    assert answer["results"][0]["passages"][0]["start"] >= middle
+    assert answer["results"][0]["passages"][0][0] >= middle
 
 
 def test_it_takes_the_units_another_scorer_ranks_first() -> None:
@@ -291,3 +293,82 @@ def test_it_lists_every_memory_s_opening_within_the_budget_and_pages_through_the
             break
     assert sorted(seen) == sorted(expected), "no memory is skipped or shown twice"
     assert sizes[0] < 10 and len(sizes) >= 2, "the budget moved the first page's tail to the next page"
+
+
+EXCHANGE = st.builds(
+    lambda prompt, steps, conclusion: (
+        f"User: {prompt}\n\nAssistant: "
+        + "\n\n".join(f"[tool bash: {step}] -> {step[::-1]}" for step in steps)
+        + f"\n\n{conclusion}"
+    ),
+    st.text(alphabet=st.sampled_from('ab cd."é😀\\'), min_size=1, max_size=300),
+    st.lists(st.text(alphabet=st.sampled_from("ab cd.é"), min_size=1, max_size=500), max_size=12),
+    st.text(alphabet=st.sampled_from('ab cd\n."é'), min_size=1, max_size=800),
+)
+QUERY = st.text(alphabet=st.sampled_from("ab cdé😀?"), min_size=1, max_size=80).filter(str.strip)
+
+
+@given(
+    query=QUERY,
+    texts=st.lists(st.one_of(MEMORY_TEXT, EXCHANGE).filter(str.strip), min_size=1, max_size=8),
+    budget=st.none() | st.integers(min_value=MIN_MAX_CHARS, max_value=30_000),
+)
+@hypothesis_settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_it_holds_the_budget_for_any_query_on_any_palace(
+    palace: Palace, query: str, texts: list[str], budget: int | None
+) -> None:
+    room = f"budget-{uuid.uuid4().hex[:12]}"
+    services.store_batch(items=[memory(text, room=room) for text in texts])
+    answer = selectors.find(query=query, room=room, max_chars=budget)
+    applied, _, page = selectors.find_page(query=query, room=room, max_chars=budget)
+    if budget is None:
+        assert passages.MIN_DEFAULT_CHARS <= applied <= passages.MAX_DEFAULT_CHARS
+    # What an MCP client reads: the tool's structured content as compact JSON text.
+    shown = FindResult.model_validate(answer).model_dump(mode="json")
+    assert len(json.dumps(shown, ensure_ascii=False, separators=(",", ":"))) <= (budget or applied)
+    for result in answer["results"]:
+        if "passages" in result:
+            assert result["text"].split(ELISION)[0], "a passage is never empty"
+    if answer["count"] < len(page) or any("passages" in result for result in answer["results"]):
+        assert answer["cut"].startswith(f"max_chars {budget or applied}:")
+
+
+def test_it_lets_the_budget_follow_the_page_between_its_bounds() -> None:
+    assert passages.default_budget(["x" * 100] * 5) == passages.MIN_DEFAULT_CHARS
+    assert passages.default_budget(["x" * 4000] * 5) == round(passages.BUDGET_SHARE * 5 * 4002)
+    assert passages.default_budget(["x" * 30000] * 10) == passages.MAX_DEFAULT_CHARS
+    assert passages.default_budget(["x" * 4000] * 10) == passages.default_budget(["x" * 4000] * 5), "the first five"
+
+
+def test_it_prefers_an_exchange_s_conclusion_to_the_steps_that_led_there() -> None:
+    steps = "\n\n".join(f"[tool bash: grep port config/{k}.yml] -> port settings unchanged" for k in range(40))
+    opening = "User: which port does the dev server use?\n\nAssistant: Let me look."
+    text = f"{opening}\n\n{steps}\n\nThe dev server port is 3001."
+    assert passages.conclusion_start(text) == text.index("The dev server port")
+    hit = Hit(rank=0, memory={"id": 1, "text": text})
+    answer = fit(query="dev server port", hits=[hit], envelope={"count": 1}, max_chars=MIN_MAX_CHARS)
+    shown = answer["results"][0]["text"]
+    assert shown.startswith("User: which port") and shown.endswith("The dev server port is 3001.")
+    assert passages.conclusion_start("Caroline said hi.\nMelanie said hello.") is None, "not an exchange"
+    assert passages.conclusion_start("User: q\n\nAssistant: [tool read: a] -> b") is None, "it ends with a step"
+
+
+def test_it_names_the_memories_it_left_out_and_how_to_read_them() -> None:
+    hits = [Hit(rank=rank, memory={"id": 100 + rank, "text": f"note {rank} " + "word " * 300}) for rank in range(6)]
+    answer = fit(query="note", hits=hits, envelope={"count": 6}, max_chars=MIN_MAX_CHARS)
+    left_out = [hit.memory["id"] for hit in hits if hit.memory["id"] not in {r["id"] for r in answer["results"]}]
+    assert left_out and f"left out: ids [{','.join(map(str, left_out))}]" in answer["cut"]
+    assert answer["cut"].startswith(f"max_chars {MIN_MAX_CHARS}:") and "palace_recall" in answer["cut"]
+
+
+def test_it_fills_the_budget_it_has_instead_of_leaving_a_short_memory_out() -> None:
+    # Many adjacent lines of one memory merge into one passage: they cost their text, not an elision and
+    # an offset each, so the page's short memory still fits (it was left out with 2,000 characters unused).
+    long = "\n".join(f"line {k} about the refactor" for k in range(400))
+    hits = [
+        Hit(rank=0, memory={"id": 1, "text": long}),
+        Hit(rank=1, memory={"id": 2, "text": "The refactoring plan is in docs/refactor.md " + "x" * 300}),
+    ]
+    answer = fit(query="refactor plan", hits=hits, envelope={"count": 2}, max_chars=6000)
+    assert [result["id"] for result in answer["results"]] == [1, 2]
+    assert passages.answer_chars(answer) > 6000 - 200, "the budget is used, not overestimated"

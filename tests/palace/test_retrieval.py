@@ -97,7 +97,7 @@ def test_it_applies_filters_inside_both_legs_of_the_fusion(palace: Palace) -> No
     services.store_batch(
         items=[memory(f"{RARE} note {i} about the router", room="wanted" if i < 3 else "other") for i in range(30)]
     )
-    found = selectors.find(query=f"{RARE} router", limit=10, room="wanted")
+    found = selectors.find(query=f"{RARE} router", limit=10, room="wanted", all_fields=True)
     # Filtering after a top-k would lose most of the three among thirty equal matches.
     assert found["count"] == 3
     assert {result["room"] for result in found["results"]} == {"wanted"}

@@ -67,7 +67,9 @@ def spool_idle(data_dir: Path) -> bool:
 
 
 def fed_memories(client: Palazzo) -> list[dict[str, Any]]:
-    found = client.ok("palace_find", {"query": "lunar gear teeth pin-and-slot", "room": "orrery", "limit": 20})
+    found = client.ok(
+        "palace_find", {"query": "lunar gear teeth pin-and-slot", "room": "orrery", "limit": 20, "all_fields": True}
+    )
     return found["results"]
 
 

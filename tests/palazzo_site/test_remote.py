@@ -64,7 +64,9 @@ def no_local_palace(client_dir: Path) -> bool:
 
 def find(url: str, token: str) -> list[dict[str, Any]]:
     with token_client(f"{url}/mcp", token) as client:
-        return client.ok("palace_find", {"query": "lunar gear teeth", "room": "orrery", "limit": 20})["results"]
+        return client.ok(
+            "palace_find", {"query": "lunar gear teeth", "room": "orrery", "limit": 20, "all_fields": True}
+        )["results"]
 
 
 @pytest.fixture
@@ -106,7 +108,9 @@ def test_it_feeds_a_served_palace_through_the_token_and_writes_nothing_locally(
     filed = palazzo(["feed", "--room", "Clock Room", str(other)], env)
     assert filed.returncode == 0 and "room clock room]" in filed.stdout, filed.stdout + filed.stderr
     with token_client(f"{url}/mcp", token) as client:
-        found = client.ok("palace_find", {"query": "lunar pointer", "room": "clock room"})["results"]
+        found = client.ok("palace_find", {"query": "lunar pointer", "room": "clock room", "all_fields": True})[
+            "results"
+        ]
     assert [memory["session"] for memory in found] == ["other-session"]
     assert no_local_palace(client_dir)
 
