@@ -90,10 +90,12 @@ def test_it_hides_expired_memories_from_find_wake_up_and_dedup_but_recall_flags_
 
 
 def test_it_expires_after_a_short_ttl(palace: Palace) -> None:
-    short = services.store(**memory("a note for the next second"), ttl_days=1 / 86400)
+    # Five seconds, so the first find answers before the memory expires on a loaded machine (one second
+    # was not always enough: the deferred embedding and the query run first); then wait for the moment.
+    short = services.store(**memory("a note for the next second"), ttl_days=5 / 86400)
     assert selectors.find(query="note for the next second")["results"][0]["id"] == short["id"]
 
-    time.sleep(2.1)
+    time.sleep(max(0.0, (parse_rfc3339(short["expires_at"]) - utc_now()).total_seconds()) + 0.2)
 
     assert all(hit["id"] != short["id"] for hit in selectors.find(query="note for the next second")["results"])
 
