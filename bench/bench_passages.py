@@ -112,18 +112,20 @@ async def ask(data_dir: Path, questions: list[dict[str, Any]]) -> list[dict[str,
 
 def exchange_part(text: str, position: int) -> str:
     """Where in a fed exchange a character stands: prompt, tool-call, tool-output, reasoning or conclusion."""
-    reply = text.find("\n\nAssistant: ")
+    from palace.reads.passages import EXCHANGE_REPLY, TOOL_STEP, conclusion_start
+
+    reply = text.find(EXCHANGE_REPLY)
     if reply < 0 or position < reply:
         return "prompt"
     start = text.rfind("\n\n", 0, position + 1)
     start = 0 if start < 0 else start + 2
     end = text.find("\n\n", position)
     block = text[start : len(text) if end < 0 else end]
-    if block.startswith("[tool "):
+    if block.startswith(TOOL_STEP[2:]):
         arrow = block.find("] -> ")
         return "tool-output" if 0 <= arrow < position - start else "tool-call"
-    later_tool = text.find("\n\n[tool ", position)
-    return "reasoning" if later_tool >= 0 else "conclusion"
+    concludes = conclusion_start(text)
+    return "conclusion" if concludes is not None and position >= concludes else "reasoning"
 
 
 def diagnose(data_dir: Path, questions: list[dict[str, Any]], rows: list[dict[str, dict[str, Any]]]) -> list[str]:

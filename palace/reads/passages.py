@@ -206,11 +206,13 @@ def fit(
     scorer replaces the find's own unit scores (benchmarks only).
     """
     texts = [str(hit.memory.get("text") or "") for hit in hits]
-    # The page fits whole (short memories, or a budget as large as the page): nothing to choose.
-    page = [_shaped(hit.memory, text, [], whole=True) for hit, text in zip(hits, texts)]
-    answer = envelope | {key: page, "count": len(page), "cut": None}
-    if answer_chars(answer, key=key) <= max_chars:
-        return answer
+    # The page fits whole (short memories, or a budget as large as the page): nothing to choose. Its text
+    # alone is a lower bound of its JSON, so a page that cannot fit is never serialised whole to find out.
+    if sum(map(len, texts)) <= max_chars:
+        page = [_shaped(hit.memory, text, [], whole=True) for hit, text in zip(hits, texts)]
+        answer = envelope | {key: page, "count": len(page), "cut": None}
+        if answer_chars(answer, key=key) <= max_chars:
+            return answer
     units: list[Unit] = []
     whole: set[int] = set()
     for index, text in enumerate(texts):
